@@ -1,0 +1,63 @@
+# Task runner. The two set-up commands from the README are `make site` and `make test`;
+# each creates .venv from requirements.lock on first use.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JB_FLAGS := -W --keep-going
+PORT ?= 8000
+
+.PHONY: site test env system-deps lab serve release demo gpu-check bench lint clean
+
+env: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+## 1. Build the site into _build/html (pages execute; unchanged pages come from the cache).
+site: $(STAMP)
+	$(BIN)/jupyter-book build . $(JB_FLAGS)
+
+## 2. Run the whole test suite (builds the site first, from the cache).
+test: site system-deps
+	$(BIN)/python -m pytest
+
+## Debian packages the tests drive: headless chromium.
+system-deps:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+## Serve the built site on http://localhost:$(PORT)
+serve: site
+	$(BIN)/python -m http.server --directory _build/html $(PORT)
+
+## Open JupyterLab on the exercises, with nbgrader's extensions (student workflow).
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=exercises
+
+## Regenerate exercises/ from solutions/ (instructors).
+release: $(STAMP)
+	$(BIN)/autograder release
+
+## A small sample class through collect -> grade -> feedback -> report.
+demo: $(STAMP)
+	$(BIN)/autograder demo
+
+## Reference solutions through every GPU check (needs CUDA).
+gpu-check: $(STAMP)
+	$(BIN)/python -m autograder.gpu_check
+
+## Autograder throughput against plain nbgrader.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/autograde_throughput.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check autograder tests benchmarks
+
+clean:
+	rm -rf _build
