@@ -1,0 +1,190 @@
+"""``autograder`` command line: a thin layer over the Python API (each subcommand calls one function).
+
+    autograder release [ASSIGNMENT...]                      autograder.release.release
+    autograder collect PATH [--assignment A] [--pattern RE]  autograder.collect.collect
+    autograder grade [ASSIGNMENT...] [--student ID...] ...   autograder.grading.grade
+    autograder feedback [ASSIGNMENT...]                     autograder.feedback.feedback
+    autograder report [--output DIR]                        autograder.report.report
+    autograder doctor                                       autograder.doctor.diagnose
+    autograder demo [DIR]                                   autograder.demo.demo
+
+Run from the course root (or pass --course-root). Errors an instructor can fix print one message and
+exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from autograder.errors import AutograderError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n")[0])
+    parser.add_argument("--course-root", type=Path, default=Path("."),
+                        help="course directory holding nbgrader_config.py (default: .)")
+    parser.add_argument("--db", dest="db_url", default=None,
+                        help="gradebook SQLAlchemy URL (default: the course's, sqlite gradebook.db)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("release", help="regenerate exercises/ from the sources in solutions/")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+
+    p = sub.add_parser("collect", help="import submissions from a directory or zip into submitted/")
+    p.add_argument("source", type=Path, metavar="PATH")
+    p.add_argument("--assignment", help="assignment of an LMS download (one notebook per student)")
+    p.add_argument("--pattern", default=None,
+                   help="regex with a (?P<student>...) group, matched against LMS file names")
+    p.add_argument("--force", action="store_true", help="overwrite submissions already collected")
+
+    p = sub.add_parser("grade", help="autograde submissions into the gradebook")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
+                   help="default: every assignment with submissions")
+    p.add_argument("--student", dest="students", action="append", metavar="ID",
+                   help="grade only this student (repeatable)")
+    p.add_argument("--workers", type=int, default=None, help="submissions at once (default: CPUs)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per cell (default: the course's Execute.timeout)")
+    p.add_argument("--memory-limit", type=float, default=4.0, metavar="GB",
+                   help="memory one submission may use on top of the template (0: no limit)")
+    p.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("feedback", help="HTML feedback per student (no hidden-check source)")
+    p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
+    p.add_argument("--student", dest="students", action="append", metavar="ID")
+
+    p = sub.add_parser("report", help="grades CSV and HTML report with figures")
+    p.add_argument("--output", type=Path, default=None, help="directory (default: reports/)")
+
+    sub.add_parser("doctor", help="device, torch/CUDA versions, which GPU checks can run")
+
+    p = sub.add_parser("demo", help="sample class through collect -> grade -> feedback -> report")
+    p.add_argument("directory", nargs="?", type=Path, default=None,
+                   help="fresh directory for the demo course (default: a new temporary one)")
+    p.add_argument("--workers", type=int, default=None)
+    return parser
+
+
+def _release(args) -> int:
+    from autograder.release import release
+
+    for path in release(assignments=args.assignments or None, course_root=args.course_root):
+        print(f"released {path}")
+    return 0
+
+
+def _collect(args) -> int:
+    from autograder.collect import DEFAULT_PATTERN, collect
+
+    result = collect(source=args.source, assignment=args.assignment, course_root=args.course_root,
+                     db_url=args.db_url, pattern=args.pattern or DEFAULT_PATTERN, force=args.force)
+    for student, assignment in result.collected:
+        print(f"collected {assignment}/{student}")
+    for student, assignment in result.existing:
+        print(f"kept      {assignment}/{student}: already collected (--force to overwrite)")
+    for message in result.refused:
+        print(f"refused   {message}", file=sys.stderr)
+    print(f"{len(result.collected)} collected, {len(result.existing)} kept, "
+          f"{len(result.refused)} refused")
+    return 1 if result.refused else 0
+
+
+def _grade(args) -> int:
+    from autograder.grading import grade
+
+    summary = grade(assignments=args.assignments or None, students=args.students,
+                    course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
+                    device=args.device, allow_cpu=True if args.allow_cpu else None,
+                    timeout=args.timeout, memory_limit_gb=args.memory_limit or None,
+                    force=args.force, progress=not args.no_progress)
+    print_summary(summary)
+    return 1 if summary.count("failed") else 0
+
+
+def print_summary(summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    graded = [r for r in summary.results if r.status != "skipped"]
+    if graded:
+        table = Table("assignment", "student", "score", "seconds", "problems")
+        for r in sorted(graded, key=lambda r: (r.assignment, r.student)):
+            score = f"{r.score:g}/{r.max_score:g}" if r.score is not None else r.status
+            table.add_row(r.assignment, r.student, score, f"{r.seconds:.1f}",
+                          "; ".join(r.reasons))
+        Console().print(table)
+    count = summary.count("graded")
+    rate = 60 * count / summary.seconds if summary.seconds and count else 0.0
+    print(f"graded {count}, skipped {summary.count('skipped')} (already graded; --force "
+          f"regrades), failed {summary.count('failed')} on {summary.device} in "
+          f"{summary.seconds:.1f} s ({rate:.0f} submissions/minute)")
+
+
+def _feedback(args) -> int:
+    from autograder.feedback import feedback
+
+    pages = feedback(assignments=args.assignments or None, students=args.students,
+                     course_root=args.course_root, db_url=args.db_url)
+    for page in pages:
+        print(f"feedback {page}")
+    print(f"{len(pages)} feedback files, none showing hidden-check source")
+    return 0
+
+
+def _report(args) -> int:
+    from autograder.report import report
+
+    csv_path, html_path = report(course_root=args.course_root, db_url=args.db_url,
+                                 output_dir=args.output)
+    print(f"wrote {csv_path}\nwrote {html_path}")
+    return 0
+
+
+def _doctor(args) -> int:
+    from autograder.doctor import diagnose, render
+
+    print(render(diagnose(course_root=args.course_root, db_url=args.db_url)))
+    return 0
+
+
+def _demo(args) -> int:
+    from autograder.demo import demo
+
+    result = demo(directory=args.directory, workers_count=args.workers)
+    for assignment, collected in result.collected.items():
+        print(f"collect {assignment}: {len(collected.collected)} submissions")
+    print_summary(result.summary)
+    print(f"course    {result.course_root}\nfeedback  {len(result.feedback)} HTML files under "
+          f"{result.course_root / 'feedback'}\nreport    {result.csv}\n          {result.html}")
+    return 0
+
+
+COMMANDS = {"release": _release, "collect": _collect, "grade": _grade, "feedback": _feedback,
+            "report": _report, "doctor": _doctor, "demo": _demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except AutograderError as error:
+        print(f"autograder {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        from autograder.release import ReleaseError
+
+        if isinstance(error, ReleaseError):
+            print(f"autograder {args.command}: error: {error}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""``autograder doctor``: what this grading machine can do — device, versions, and GPU checks.
+
+Reports the torch and CUDA versions, the device that ``--device auto`` would pick, and for every
+assignment in the gradebook (or every released exercise) whether its GPU-only grade cells (grade ids
+ending in ``_gpu``) can run here, must be graded with ``--allow-cpu``, or will score 0.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Diagnosis:
+    lines: list[tuple[str, str]] = field(default_factory=list)  # (what, finding)
+    gpu_assignments: dict[str, list[str]] = field(default_factory=dict)
+    cuda: bool = False
+
+    def add(self, what: str, finding: str) -> None:
+        self.lines.append((what, finding))
+
+
+def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
+             check_workers: bool = True) -> Diagnosis:
+    """Inspect this machine and the course; never initialises CUDA in a forked template."""
+    import nbgrader
+    import torch
+
+    import autograder
+
+    result = Diagnosis()
+    result.add("autograder", autograder.__version__)
+    result.add("python", platform.python_version())
+    result.add("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})")
+    result.add("nbgrader", nbgrader.__version__)
+    result.add("CPU cores", str(os.cpu_count()))
+    result.cuda = torch.cuda.is_available()
+    if result.cuda:
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            result.add(f"cuda:{index}", f"{props.name}, {props.total_memory / 2**30:.0f} GiB, "
+                       f"compute capability {props.major}.{props.minor}")
+        result.add("--device auto", "cuda")
+    else:
+        result.add("--device auto", "cpu (no CUDA device visible)")
+    result.add("AUTOGRADER_ALLOW_CPU", os.environ.get("AUTOGRADER_ALLOW_CPU", "unset"))
+    if check_workers:
+        from autograder.grading import workers
+
+        started = time.perf_counter()
+        workers.start_template()
+        warm = time.perf_counter() - started
+        started = time.perf_counter()
+        _, rss = workers.template_footprint()
+        result.add("warm template", f"started in {warm:.1f} s; a forked child in "
+                   f"{(time.perf_counter() - started) * 1000:.0f} ms, {rss / 2**20:.0f} MiB resident")
+    try:
+        from autograder.course import load_course
+        from autograder.grading.record import gpu_cells
+
+        course = load_course(course_root, db_url=db_url)
+        for assignment in course.gradebook_assignments():
+            cells = gpu_cells(course, assignment)
+            if cells:
+                result.gpu_assignments[assignment] = cells
+                if result.cuda:
+                    verdict = "run on CUDA"
+                else:
+                    verdict = "NO CUDA: score 0 ('needs a GPU runner') unless graded with --allow-cpu"
+                result.add(f"GPU checks of {assignment}", f"{', '.join(cells)}: {verdict}")
+            else:
+                result.add(f"GPU checks of {assignment}", "none (CPU only)")
+    except Exception as error:  # noqa: BLE001 - the machine report is still useful without a course
+        result.add("course", f"not inspected: {error}")
+    return result
+
+
+def render(diagnosis: Diagnosis) -> str:
+    width = max(len(what) for what, _ in diagnosis.lines)
+    return "\n".join(f"{what:<{width}}  {finding}" for what, finding in diagnosis.lines)

@@ -1,0 +1,23 @@
+"""The autograder's exceptions: each names the file, submission or argument at fault and what was expected."""
+
+from __future__ import annotations
+
+
+class AutograderError(Exception):
+    """Base class: a problem the instructor can fix (bad input, missing setup); the CLI prints it and exits 1."""
+
+
+class CourseError(AutograderError):
+    """The course root is not an nbgrader course this tool can use (no config, no gradebook entry, ...)."""
+
+
+class CollectError(AutograderError):
+    """A file offered to ``collect`` is not a notebook of the assignment, or would overwrite a submission."""
+
+
+class DeviceError(AutograderError):
+    """The requested device cannot be used, or a GPU assignment would be graded on CPU without --allow-cpu."""
+
+
+class GradingError(AutograderError):
+    """Grading could not start (the submissions themselves never raise this: their failures are data)."""

@@ -1,0 +1,217 @@
+"""Warm workers, parent side: fork one child per notebook from a template that has imported torch.
+
+The template is multiprocessing's *forkserver*: a separate process, started once per grading run, that
+imports the heavy libraries (torch, numpy, einops, jaxtyping, beartype, IPython) — and never touches
+CUDA, so every forked child can still initialise its own CUDA context. Forking it costs tens of
+milliseconds instead of the seconds a fresh kernel plus ``import torch`` costs.
+
+``RunningNotebook`` watches one child: it drains the child's per-cell messages, and kills the child when
+a cell runs past its time limit (plus a grace period for the in-child alarm to fire) or when the child's
+resident memory passes the limit. When the child is gone it reports what happened as data: the
+finished cells' outputs, the cell that was running, and a reason if the run did not complete.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing import spawn
+from multiprocessing.connection import Connection, wait
+from typing import Any
+from unittest import mock
+
+from autograder.grading.execute import ExecutionJob, run_notebook
+
+PRELOAD = ["torch", "numpy", "einops", "jaxtyping", "beartype", "IPython",
+           "IPython.core.interactiveshell", "autograder.grading.execute"]
+KILL_GRACE_S = 5.0  # after the per-cell limit, how long the in-child alarm gets before a SIGKILL
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    ctx = multiprocessing.get_context("forkserver")
+    # torch.cuda.is_available() in the template must not create a CUDA context (fork safety)
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _without_main(get_preparation_data):
+    """multiprocessing re-imports the parent's ``__main__`` in every forkserver child (pytest, a user
+    script, ...): wasted time per notebook, and harmful for unguarded scripts. The child only needs
+    ``autograder.grading.execute``, so drop that step from the preparation data."""
+
+    def prepare(name):
+        data = get_preparation_data(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    return prepare
+
+
+def _start(process: multiprocessing.process.BaseProcess) -> None:
+    with mock.patch.object(spawn, "get_preparation_data",
+                           _without_main(spawn.get_preparation_data)):
+        process.start()
+
+
+def start_template() -> None:
+    """Start the template process now (imports take a second or two) rather than at the first fork."""
+    _context()
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
+def template_footprint() -> tuple[int, int]:
+    """(virtual, resident) bytes of a fresh child, measured by forking one: the baseline that the
+    per-submission memory limit is added to."""
+    ctx = _context()
+    parent_end, child_end = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_report_footprint, args=(child_end,), daemon=True)
+    _start(process)
+    child_end.close()
+    vm, rss = parent_end.recv()
+    process.join()
+    return vm, rss
+
+
+def _report_footprint(conn: Connection) -> None:
+    with open("/proc/self/statm") as handle:
+        size, resident = (int(x) * _PAGE for x in handle.read().split()[:2])
+    conn.send((size, resident))
+    conn.close()
+
+
+def resident_bytes(pid: int) -> int | None:
+    """Resident set size of ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class RunningNotebook:
+    """One child executing one notebook, and everything it has reported so far."""
+
+    key: Any
+    job: ExecutionJob
+    rss_limit_bytes: int | None
+    process: multiprocessing.process.BaseProcess | None = None
+    conn: Connection | None = None
+    outputs: dict[int, tuple[list[dict], int | None]] = field(default_factory=dict)
+    running_cell: int | None = None
+    cell_started: float = 0.0
+    started: float = 0.0
+    done: bool = False
+    exited: bool = False
+    reason: str | None = None  # why the run did not complete (None: it did)
+    failed_ename: str = "KernelDied"
+
+    def start(self) -> None:
+        ctx = _context()
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=run_notebook, args=(self.job, child_end), daemon=True)
+        self.started = time.monotonic()
+        _start(self.process)
+        child_end.close()
+        self.conn = parent_end
+
+    def waitables(self) -> list:
+        return [self.conn, self.process.sentinel] if not self.finished else []
+
+    @property
+    def finished(self) -> bool:
+        return self.done or self.exited
+
+    def _drain(self) -> None:
+        while not self.done:
+            try:
+                if not self.conn.poll():
+                    return
+                message = self.conn.recv()
+            except (EOFError, OSError):  # the child is gone and its pipe is empty
+                return
+            kind = message[0]
+            if kind == "start":
+                self.running_cell, self.cell_started = message[1], time.monotonic()
+            elif kind == "cell":
+                _, index, outputs, count = message
+                self.outputs[index] = (outputs, count)
+                self.running_cell = None
+            elif kind == "done":
+                self.done = True
+
+    def pump(self) -> None:
+        """Read every message available, notice the child's exit, enforce the time and memory limits."""
+        self._drain()
+        if self.done:
+            self.process.join(timeout=5)
+            return
+        if self.process.exitcode is not None:
+            self._drain()  # what it wrote just before exiting
+            self.exited = True
+            if not self.done and self.reason is None:
+                self.reason = _death_reason(self.process.exitcode, self.running_cell)
+            return
+        self._enforce_limits()
+
+    def _enforce_limits(self) -> None:
+        timeout = self.job.timeout
+        if timeout and self.running_cell is not None:
+            if time.monotonic() - self.cell_started > timeout + KILL_GRACE_S:
+                self._kill("CellTimeoutError",
+                           f"cell ran past the {timeout:g} s time limit and did not stop when "
+                           f"interrupted; the grading process was killed")
+                return
+        if self.rss_limit_bytes is not None:
+            rss = resident_bytes(self.process.pid)
+            if rss is not None and rss > self.rss_limit_bytes:
+                self._kill("MemoryLimitExceeded",
+                           f"memory use {rss / 2**30:.2f} GiB passed the limit of "
+                           f"{self.rss_limit_bytes / 2**30:.2f} GiB; the grading process was killed")
+
+    def _kill(self, ename: str, reason: str) -> None:
+        self.failed_ename, self.reason = ename, reason
+        try:
+            os.kill(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.join(timeout=5)
+        self.exited = True
+
+    def close(self) -> None:
+        if self.process is not None and self.process.exitcode is None:
+            self._kill(self.failed_ename, self.reason or "grading stopped")
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _death_reason(exitcode: int, running_cell: int | None) -> str:
+    where = f"while running cell {running_cell}" if running_cell is not None else "between cells"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        what = f"was killed by {name}"
+        if -exitcode == signal.SIGKILL:
+            what += " (often the system running out of memory)"
+    else:
+        what = f"exited with code {exitcode}"
+    return f"the grading process {what} {where}"
+
+
+def wait_any(running: list[RunningNotebook], timeout: float) -> None:
+    """Block until one of ``running`` has a message or exits, or ``timeout`` seconds pass."""
+    objects = [w for r in running for w in r.waitables()]
+    if objects:
+        wait(objects, timeout=timeout)
+    else:
+        time.sleep(min(timeout, 0.01))

@@ -1,0 +1,286 @@
+"""Hidden checks for exercise 06_mixed_precision: number formats, sizes and a mixed-precision step.
+
+- ``check_float_format`` / ``check_float_format_fn``: against ``torch.finfo`` (float64, float32, float16,
+  bfloat16, float8_e5m2; float8_e4m3fn for the "fn" convention) and against the IEEE / "fn" formulas
+  for random (exponent, mantissa) widths.
+- ``check_bytes_for``: against ``element_size()`` of every dtype, float8 included.
+- ``check_make_grad_scaler``: an enabled ``torch.amp.GradScaler`` for float16, None for bfloat16.
+- ``check_train_step_mixed`` (bfloat16) and ``check_train_step_mixed_scaler`` (float16 + GradScaler):
+  the student's step and a reference step run side by side on copies of one model; a forward hook
+  sees the dtype autocast produced, spies see ``zero_grad`` and the scaler's ``update``; parameters and
+  optimizer state must stay float32 and the loss come back as a Python float. An overflowing scale
+  checks that the optimizer step goes through ``scaler.step`` (which skips steps with inf gradients).
+- ``check_train_step_mixed_gpu`` (GPU rule): both on CUDA.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from numbers import Integral, Real
+from typing import Any
+
+import torch
+from torch import nn
+
+from autograder.hidden._base import CheckRandom, expect, hidden_check
+from autograder.hidden._gpu import gpu_device
+
+FORMAT_KEYS = ("max", "min_normal", "min_subnormal", "eps")
+IEEE_DTYPES = {  # (exponent bits, mantissa bits) -> dtype whose torch.finfo is the reference
+    (11, 52): torch.float64,
+    (8, 23): torch.float32,
+    (5, 10): torch.float16,
+    (8, 7): torch.bfloat16,
+    (5, 2): torch.float8_e5m2,
+}
+
+
+# --------------------------------------------------------------------------- number formats
+
+
+def _formula(exponent_bits: int, mantissa_bits: int, ieee: bool) -> dict[str, float]:
+    """The format's extremes from the bit widths (IEEE 754, or the float8 "fn" convention)."""
+    bias = 2 ** (exponent_bits - 1) - 1
+    if ieee:  # the all-ones exponent is reserved for inf/NaN
+        largest = (2 - 2.0**-mantissa_bits) * 2.0 ** (2**exponent_bits - 2 - bias)
+    else:  # no infinities; only all-ones exponent with all-ones mantissa is NaN
+        largest = (2 - 2.0 ** (1 - mantissa_bits)) * 2.0 ** (2**exponent_bits - 1 - bias)
+    return {"max": largest, "min_normal": 2.0 ** (1 - bias),
+            "min_subnormal": 2.0 ** (1 - bias - mantissa_bits), "eps": 2.0**-mantissa_bits}
+
+
+def _finfo(dtype: torch.dtype) -> dict[str, float]:
+    info = torch.finfo(dtype)
+    return {"max": float(info.max), "min_normal": float(info.smallest_normal),
+            "min_subnormal": float(info.smallest_normal) * float(info.eps), "eps": float(info.eps)}
+
+
+def _expect_format(got: Any, expected: dict[str, float], what: str) -> None:
+    expect(isinstance(got, dict), f"{what} must return a dict, got {type(got).__name__}")
+    expect(set(got) == set(FORMAT_KEYS), f"{what}: expected keys {list(FORMAT_KEYS)}, got {sorted(got)}")
+    for key in FORMAT_KEYS:
+        value = got[key]
+        expect(isinstance(value, Real) and not isinstance(value, bool),
+               f"{what}[{key!r}] must be a number, got {type(value).__name__}")
+        expect(float(value) == expected[key],
+               f"{what}[{key!r}]: expected {expected[key]!r}, got {float(value)!r}")
+
+
+@hidden_check("float_format")
+def check_float_format(float_format, *, rng: CheckRandom) -> None:
+    """IEEE formats: torch.finfo for the real dtypes, the formula for random bit widths."""
+    for (e, m), dtype in IEEE_DTYPES.items():
+        _expect_format(float_format(e, m), _finfo(dtype), f"float_format({e}, {m}) (torch.{dtype})")
+    for _ in range(5):
+        e, m = rng.randint(2, 10), rng.randint(1, 30)
+        _expect_format(float_format(e, m, ieee=True), _formula(e, m, True),
+                       f"float_format({e}, {m}, ieee=True)")
+
+
+@hidden_check("float_format fn convention")
+def check_float_format_fn(float_format, *, rng: CheckRandom) -> None:
+    """ieee=False: float8_e4m3fn's torch.finfo (max 448) and the formula for random bit widths."""
+    expected = _finfo(torch.float8_e4m3fn)
+    _expect_format(float_format(4, 3, ieee=False), expected, "float_format(4, 3, ieee=False) (float8_e4m3fn)")
+    for _ in range(5):
+        e, m = rng.randint(2, 9), rng.randint(1, 20)
+        _expect_format(float_format(e, m, ieee=False), _formula(e, m, False),
+                       f"float_format({e}, {m}, ieee=False)")
+
+
+@hidden_check("bytes_for")
+def check_bytes_for(bytes_for, *, rng: CheckRandom) -> None:
+    dtypes = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+              torch.float8_e5m2, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+              torch.bool, torch.complex64]
+    rng.shuffle(dtypes)
+    for dtype in dtypes:
+        n = rng.choice([0, 1, rng.randint(2, 1000), rng.randint(10**9, 10**13)])
+        expected = n * torch.empty((), dtype=dtype).element_size()
+        got = bytes_for(n, dtype)
+        expect(isinstance(got, Integral) and not isinstance(got, bool),
+               f"bytes_for({n}, {dtype}) must return an int, got {type(got).__name__} {got!r}")
+        expect(int(got) == expected, f"bytes_for({n}, {dtype}): expected {expected}, got {got}")
+
+
+@hidden_check("make_grad_scaler")
+def check_make_grad_scaler(make_grad_scaler, *, rng: CheckRandom) -> None:
+    device_types = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device_type in device_types:
+        scaler = make_grad_scaler(device_type, torch.float16)
+        what = f"make_grad_scaler({device_type!r}, torch.float16)"
+        expect(isinstance(scaler, torch.amp.GradScaler),
+               f"{what} should return a torch.amp.GradScaler (float16 gradients underflow without "
+               f"loss scaling), got {type(scaler).__name__}")
+        expect(scaler.is_enabled(), f"{what} returned a disabled GradScaler")
+        device = getattr(scaler, "_device", device_type)
+        expect(device == device_type, f"{what} returned a GradScaler for device {device!r}")
+        got = make_grad_scaler(device_type, torch.bfloat16)
+        expect(got is None,
+               f"make_grad_scaler({device_type!r}, torch.bfloat16) should return None: bfloat16 has "
+               f"float32's exponent range, so gradients do not underflow; got {type(got).__name__}")
+
+
+# --------------------------------------------------------------------------- the training step
+
+
+def _model(rng: CheckRandom, device: torch.device) -> tuple[nn.Module, int, int]:
+    d_in, hidden, classes = rng.randint(8, 32), rng.randint(16, 64), rng.randint(3, 10)
+    with torch.random.fork_rng(devices=[]):  # seeded initialization, global RNG left as it was
+        torch.manual_seed(rng.getrandbits(62))
+        model = nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, classes))
+    return model.to(device), d_in, classes
+
+
+def _reference_step(model, optimizer, inputs, targets, loss_fn, autocast_dtype, scaler) -> float:
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=inputs.device.type, dtype=autocast_dtype):
+        loss = loss_fn(model(inputs), targets)
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return loss.item()
+
+
+class _Spies:
+    """Records zero_grad calls (their set_to_none) on an optimizer and a model, and scaler.update calls."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler) -> None:
+        self.set_to_none: list[bool] = []
+        self.updates = 0
+        for owner in (model, optimizer):
+            original = owner.zero_grad
+
+            def zero_grad(*args, _original=original, **kwargs):
+                flag = kwargs.get("set_to_none", args[0] if args else True)
+                self.set_to_none.append(bool(flag))
+                return _original(*args, **kwargs)
+
+            owner.zero_grad = zero_grad
+        if scaler is not None:
+            original_update = scaler.update
+
+            def update(*args, **kwargs):
+                self.updates += 1
+                return original_update(*args, **kwargs)
+
+            scaler.update = update
+
+
+def _expect_float32(model: nn.Module, optimizer: torch.optim.Optimizer, what: str) -> None:
+    for name, p in model.named_parameters():
+        expect(p.dtype == torch.float32,
+               f"{what}: parameter {name} is {p.dtype}; autocast computes in low precision but the "
+               f"parameters (the master weights) must stay float32 (no model.half())")
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                expect(value.dtype == torch.float32,
+                       f"{what}: optimizer state {key!r} is {value.dtype}, expected float32")
+
+
+def _run_side_by_side(train_step_mixed: Callable, rng: CheckRandom, device: torch.device,
+                      autocast_dtype: torch.dtype, make_scaler: Callable[[], Any] | None, steps: int,
+                      what: str) -> tuple[Any, Any]:
+    """Train copies of one model with the student's step and the reference step; compare every step."""
+    model, d_in, classes = _model(rng, device)
+    ref_model = copy.deepcopy(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_optimizer = torch.optim.Adam(ref_model.parameters(), lr=1e-2)
+    scaler = make_scaler() if make_scaler else None
+    ref_scaler = make_scaler() if make_scaler else None
+    seen: list[torch.dtype] = []
+    model[0].register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    spies = _Spies(model, optimizer, scaler)
+    loss_fn = nn.functional.cross_entropy
+    batch = rng.randint(4, 16)
+    for step in range(1, steps + 1):
+        inputs = rng.randn(batch, d_in, device=device)
+        targets = torch.randint(0, classes, (batch,), generator=rng.generator()).to(device)
+        calls_before = len(spies.set_to_none)
+        kwargs = {"autocast_dtype": autocast_dtype}
+        if scaler is not None:
+            kwargs["scaler"] = scaler
+        got = train_step_mixed(model, optimizer, inputs, targets, loss_fn, **kwargs)
+        want = _reference_step(ref_model, ref_optimizer, inputs, targets, loss_fn, autocast_dtype, ref_scaler)
+        where = f"{what}, step {step}"
+        expect(seen and seen[-1] == autocast_dtype,
+               f"{where}: the first Linear layer produced {seen[-1] if seen else 'nothing'}; under "
+               f"torch.autocast(device_type={device.type!r}, dtype={autocast_dtype}) it produces "
+               f"{autocast_dtype}. Run the forward pass and the loss inside torch.autocast for the "
+               f"inputs' device type")
+        expect(isinstance(got, float),
+               f"{where}: train_step_mixed must return the loss as a Python float (loss.item()), "
+               f"got {type(got).__name__}")
+        expect(math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-4),
+               f"{where}: returned loss {got!r}, expected {want!r} (the unscaled loss of this step)")
+        _expect_float32(model, optimizer, where)
+        calls = spies.set_to_none[calls_before:]
+        grads_cleared = all(p.grad is None for p in model.parameters())
+        expect(grads_cleared or (calls and all(calls)),
+               f"{where}: clear the gradients with optimizer.zero_grad(set_to_none=True) every step "
+               f"(zero_grad calls seen this step with set_to_none={calls})")
+        for (name, p), q in zip(model.named_parameters(), ref_model.parameters(), strict=True):
+            if not torch.allclose(p, q, rtol=1e-3, atol=1e-4):
+                diff = (p - q).abs().max().item()
+                expect(False,
+                       f"{where}: parameter {name} differs from a reference mixed-precision step "
+                       f"(max abs difference {diff:.3g}): forward+loss under autocast, backward, "
+                       f"optimizer step (through the scaler when one is given), gradients cleared")
+    return spies, (scaler, ref_scaler)
+
+
+def _check_bf16(train_step_mixed, rng: CheckRandom, device: torch.device) -> None:
+    _run_side_by_side(train_step_mixed, rng, device, torch.bfloat16, None, steps=3,
+                      what=f"train_step_mixed(..., autocast_dtype=torch.bfloat16) on {device.type}")
+
+
+def _check_fp16_scaler(train_step_mixed, rng: CheckRandom, device: torch.device) -> None:
+    what = f"train_step_mixed(..., autocast_dtype=torch.float16, scaler=GradScaler) on {device.type}"
+    init = 2.0 ** rng.randint(4, 12)
+
+    def growing_scaler():  # growth_interval=1: each update() without inf doubles the scale
+        return torch.amp.GradScaler(device.type, init_scale=init, growth_interval=1)
+
+    spies, (scaler, ref_scaler) = _run_side_by_side(train_step_mixed, rng, device, torch.float16,
+                                                    growing_scaler, steps=2, what=what)
+    expect(spies.updates == 2,
+           f"{what}: scaler.update() should run once per step, it ran {spies.updates} times in 2 steps")
+    expect(scaler.get_scale() == ref_scaler.get_scale(),
+           f"{what}: after 2 steps the loss scale should be {ref_scaler.get_scale()}, got "
+           f"{scaler.get_scale()} (call scaler.scale(loss).backward(), scaler.step(optimizer), "
+           f"scaler.update())")
+
+    def overflowing_scaler():  # float16 gradients overflow: scaler.step must skip the optimizer step
+        return torch.amp.GradScaler(device.type, init_scale=2.0**40, growth_interval=1000)
+
+    _, (scaler, ref_scaler) = _run_side_by_side(
+        train_step_mixed, rng, device, torch.float16, overflowing_scaler, steps=1,
+        what=f"{what} with a loss scale of 2**40 (float16 gradients overflow to inf; the step must "
+             f"be skipped by scaler.step(optimizer))")
+    expect(scaler.get_scale() == ref_scaler.get_scale() < 2.0**40,
+           f"{what}: after an overflowing step the scale should drop to {ref_scaler.get_scale()}, "
+           f"got {scaler.get_scale()}")
+
+
+@hidden_check("train_step_mixed (bfloat16)")
+def check_train_step_mixed(train_step_mixed, *, rng: CheckRandom) -> None:
+    _check_bf16(train_step_mixed, rng, torch.device("cpu"))
+
+
+@hidden_check("train_step_mixed (float16 with a GradScaler)")
+def check_train_step_mixed_scaler(train_step_mixed, *, rng: CheckRandom) -> None:
+    _check_fp16_scaler(train_step_mixed, rng, torch.device("cpu"))
+
+
+@hidden_check("train_step_mixed on the GPU")
+def check_train_step_mixed_gpu(train_step_mixed, *, rng: CheckRandom) -> None:
+    device = gpu_device("train_step_mixed under CUDA autocast (bfloat16, float16 with a GradScaler)")
+    _check_bf16(train_step_mixed, rng, device)
+    _check_fp16_scaler(train_step_mixed, rng, device)

@@ -1,0 +1,213 @@
+"""Release exercises: jupytext sources in solutions/ -> nbgrader source notebooks -> student releases.
+
+    solutions/NN_name/NN_name.py   (py:percent, nbgrader metadata on each cell header; the truth)
+      -> solutions/NN_name/NN_name.ipynb   (generated here, gitignored; nbgrader's "source")
+      -> exercises/NN_name/NN_name.ipynb   (`nbgrader generate_assignment --force`; committed)
+
+The conversion is deterministic (cell ids are the grade ids, no jupytext or timestamp metadata), so
+regenerating a release gives the same bytes; ``check_release_drift`` regenerates in a temporary copy of
+the course and lists every difference from the committed exercises/.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbformat import NotebookNode
+
+ASSIGNMENTS: tuple[str, ...] = (
+    "01_strides",
+    "02_einops",
+    "03_flops",
+    "04_adagrad",
+    "05_get_batch",
+    "06_mixed_precision",
+)
+SOURCE_DIR = "solutions"
+RELEASE_DIR = "exercises"
+NBGRADER_KEYS = ("grade", "grade_id", "locked", "schema_version", "solution", "task")
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
+
+
+class ReleaseError(RuntimeError):
+    """A source or a release step is not what the release pipeline expects (message names the file)."""
+
+
+def available_assignments(course_root: Path = Path(".")) -> list[str]:
+    """The known assignments whose jupytext source exists under ``course_root/solutions``."""
+    return [a for a in ASSIGNMENTS if source_path(a, course_root=course_root).is_file()]
+
+
+def source_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
+    """``solutions/<assignment>/<assignment>.py`` under ``course_root``."""
+    return Path(course_root) / SOURCE_DIR / assignment / f"{assignment}.py"
+
+
+def release_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
+    """``exercises/<assignment>/<assignment>.ipynb`` under ``course_root``."""
+    return Path(course_root) / RELEASE_DIR / assignment / f"{assignment}.ipynb"
+
+
+def source_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
+    """Read the jupytext source of ``assignment`` into a normalized, validated nbgrader notebook."""
+    path = source_path(assignment, course_root=course_root)
+    if not path.is_file():
+        raise ReleaseError(f"{assignment}: no source at {path} (expected a jupytext py:percent file)")
+    nb = jupytext.read(path, fmt="py:percent")
+    return _normalize(nb, path)
+
+
+def _normalize(nb: NotebookNode, path: Path) -> NotebookNode:
+    """Deterministic notebook: ids from grade ids, fixed kernelspec, no jupytext metadata, no outputs."""
+    seen: set[str] = set()
+    for number, cell in enumerate(nb.cells, start=1):
+        meta = cell.metadata.get("nbgrader")
+        where = f"{path}, cell {number} ({cell.cell_type}, starts {cell.source[:40]!r})"
+        if meta is None:
+            raise ReleaseError(f"{where}: no nbgrader metadata on the cell header")
+        missing = [key for key in NBGRADER_KEYS if key not in meta]
+        if missing:
+            raise ReleaseError(f"{where}: nbgrader metadata lacks {missing}")
+        if meta["schema_version"] != 3:
+            raise ReleaseError(f"{where}: schema_version must be 3, got {meta['schema_version']!r}")
+        if meta["grade"] and "points" not in meta:
+            raise ReleaseError(f"{where}: grade cell {meta['grade_id']!r} has no points")
+        grade_id = meta["grade_id"]
+        if grade_id in seen:
+            raise ReleaseError(f"{where}: duplicate grade_id {grade_id!r}")
+        seen.add(grade_id)
+        cell.id = grade_id
+        cell.metadata = NotebookNode({"nbgrader": meta})
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nb.metadata = NotebookNode(
+        {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO)}
+    )
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    nbformat.validate(nb)
+    return nb
+
+
+def write_source_notebook(assignment: str, *, course_root: Path = Path(".")) -> Path:
+    """Convert the jupytext source to ``solutions/<a>/<a>.ipynb`` (what nbgrader reads); return its path."""
+    nb = source_notebook(assignment, course_root=course_root)
+    out = source_path(assignment, course_root=course_root).with_suffix(".ipynb")
+    nbformat.write(nb, out)
+    return out
+
+
+def release(*, assignments: Sequence[str] | None = None, course_root: Path = Path(".")) -> list[Path]:
+    """Regenerate the student release of each assignment (default: every one with a source).
+
+    Converts each source with jupytext, then runs ``nbgrader generate_assignment <a> --force`` in
+    ``course_root`` (which must hold the project's nbgrader_config.py). Returns the release notebooks.
+    """
+    course_root = Path(course_root).resolve()
+    if not (course_root / "nbgrader_config.py").is_file():
+        raise ReleaseError(f"{course_root} has no nbgrader_config.py; pass the course root directory")
+    names = list(assignments) if assignments is not None else available_assignments(course_root)
+    unknown = [a for a in names if a not in ASSIGNMENTS]
+    if unknown:
+        raise ReleaseError(f"unknown assignment(s) {unknown}; expected some of {list(ASSIGNMENTS)}")
+    released = []
+    for assignment in names:
+        write_source_notebook(assignment, course_root=course_root)
+        run_nbgrader(["generate_assignment", assignment, "--force"], course_root)
+        out = release_path(assignment, course_root=course_root)
+        if not out.is_file():
+            raise ReleaseError(f"{assignment}: nbgrader reported success but wrote no {out}")
+        _strip_release(out)
+        released.append(out)
+    return released
+
+
+def _strip_release(path: Path) -> None:
+    """Rewrite a release with nbformat's canonical layout and no outputs (the committed form)."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nbformat.write(nb, path)
+
+
+def nbgrader_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """``os.environ`` with this interpreter's bin directory first on PATH (nbgrader's Gradebook runs
+    the ``alembic`` executable, and kernels should be this environment's), plus ``extra``."""
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    env.update(extra or {})
+    return env
+
+
+def run_nbgrader(args: list[str], course_root: Path, *, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    """Run ``nbgrader <args>`` in ``course_root`` with this interpreter; raise ReleaseError on failure."""
+    command = [sys.executable, "-m", "nbgrader", *args]
+    done = subprocess.run(command, cwd=course_root, capture_output=True, text=True,
+                          env=env or nbgrader_environment())
+    if done.returncode != 0:
+        raise ReleaseError(
+            f"`nbgrader {' '.join(args)}` failed in {course_root} (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+    return done
+
+
+def copy_course(course_root: Path, destination: Path, *, include: Iterable[str] = ()) -> Path:
+    """Copy what nbgrader needs (config, solutions/, exercises/ and ``include``) into ``destination``."""
+    course_root, destination = Path(course_root), Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(course_root / "nbgrader_config.py", destination / "nbgrader_config.py")
+    ignore = shutil.ignore_patterns("*.ipynb_checkpoints", "__pycache__")
+    for name in (SOURCE_DIR, RELEASE_DIR, *include):
+        if (course_root / name).is_dir():
+            shutil.copytree(course_root / name, destination / name, ignore=ignore, dirs_exist_ok=True)
+        elif (course_root / name).is_file():
+            shutil.copy2(course_root / name, destination / name)
+    return destination
+
+
+def check_release_drift(
+    *, assignments: Sequence[str] | None = None, course_root: Path = Path(".")
+) -> list[str]:
+    """Regenerate releases in a temporary copy of the course; describe every difference from the
+    committed ``exercises/`` (missing, extra or changed files). An empty list means no drift."""
+    course_root = Path(course_root).resolve()
+    names = list(assignments) if assignments is not None else available_assignments(course_root)
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="release-drift-") as tmp:
+        copy = copy_course(course_root, Path(tmp) / "course")
+        for assignment in names:
+            shutil.rmtree(copy / RELEASE_DIR / assignment, ignore_errors=True)
+        release(assignments=names, course_root=copy)
+        for assignment in names:
+            committed = course_root / RELEASE_DIR / assignment
+            fresh = copy / RELEASE_DIR / assignment
+            problems += _compare_trees(committed, fresh, label=f"{RELEASE_DIR}/{assignment}")
+    return problems
+
+
+def _compare_trees(committed: Path, fresh: Path, *, label: str) -> list[str]:
+    if not committed.is_dir():
+        return [f"{label}: not committed (run `autograder release`)"]
+    files_committed = {p.relative_to(committed) for p in committed.rglob("*") if p.is_file()}
+    files_fresh = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+    problems = [f"{label}/{p}: committed but not produced by the release" for p in sorted(files_committed - files_fresh)]
+    problems += [f"{label}/{p}: produced by the release but not committed" for p in sorted(files_fresh - files_committed)]
+    for rel in sorted(files_committed & files_fresh):
+        if not filecmp.cmp(committed / rel, fresh / rel, shallow=False):
+            problems.append(f"{label}/{rel}: differs from a fresh release (run `autograder release`)")
+    return problems

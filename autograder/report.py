@@ -1,0 +1,202 @@
+"""Grades out of nbgrader's gradebook: a CSV (one row per student) and a self-contained HTML report.
+
+CSV columns: ``student``, then for each assignment ``<assignment>`` (its score) followed by one
+``<assignment>/<grade_id>`` column per grade cell, and ``total``. A blank cell means "no submission".
+The HTML report embeds its figures as base64 PNG (matplotlib, Agg): the score distribution of each
+exercise, the grade cells most often failed, and a table of submissions whose grading hit a limit
+(timeout, memory, crash) as recorded by ``autograder grade``.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.course import Course, load_course
+from autograder.grading.record import read_run_record
+
+
+@dataclass
+class Grades:
+    """Everything the report shows, read once from the gradebook."""
+
+    assignments: list[str]
+    cells: dict[str, list[str]]  # assignment -> grade ids, in notebook order
+    max_cell: dict[tuple[str, str], float]
+    max_assignment: dict[str, float]
+    students: list[str]
+    score: dict[tuple[str, str], float] = field(default_factory=dict)  # (student, assignment)
+    cell_score: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    problems: list[tuple[str, str, str]] = field(default_factory=list)  # student, assignment, why
+    devices: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def total(self, student: str) -> float:
+        return sum(v for (s, _), v in self.score.items() if s == student)
+
+
+def read_grades(course: Course) -> Grades:
+    """Scores per student, assignment and grade cell, straight from nbgrader's Gradebook."""
+    with course.gradebook() as gb:
+        assignments = sorted(a.name for a in gb.assignments)
+        cells, max_cell, max_assignment = {}, {}, {}
+        for assignment in gb.assignments:
+            ids = []
+            for notebook in sorted(assignment.notebooks, key=lambda n: n.name):
+                for cell in notebook.grade_cells:
+                    ids.append(cell.name)
+                    max_cell[(assignment.name, cell.name)] = float(cell.max_score)
+            cells[assignment.name] = ids
+            max_assignment[assignment.name] = float(assignment.max_score)
+        grades = Grades(assignments=assignments, cells=cells, max_cell=max_cell,
+                        max_assignment=max_assignment,
+                        students=sorted(s.id for s in gb.students))
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                student = submission.student.id
+                grades.score[(student, assignment.name)] = float(submission.score)
+                for notebook in submission.notebooks:
+                    for grade in notebook.grades:
+                        grades.cell_score[(student, assignment.name, grade.name)] = float(grade.score)
+                run = read_run_record(course, student=student, assignment=assignment.name)
+                if run is not None:
+                    grades.devices[(student, assignment.name)] = run.get("device", "?")
+                    for why in run.get("problems", []):
+                        grades.problems.append((student, assignment.name, why))
+    return grades
+
+
+def write_csv(grades: Grades, path: Path) -> Path:
+    header = ["student"]
+    for assignment in grades.assignments:
+        header += [assignment] + [f"{assignment}/{cell}" for cell in grades.cells[assignment]]
+    header.append("total")
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for student in grades.students:
+            row: list[object] = [student]
+            for assignment in grades.assignments:
+                row.append(_fmt(grades.score.get((student, assignment))))
+                row += [_fmt(grades.cell_score.get((student, assignment, cell)))
+                        for cell in grades.cells[assignment]]
+            row.append(_fmt(grades.total(student)))
+            writer.writerow(row)
+    return path
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figures(grades: Grades) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = []
+    graded = [a for a in grades.assignments if any(k[1] == a for k in grades.score)]
+    if graded:
+        cols = min(3, len(graded))
+        rows = (len(graded) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+        for ax, assignment in zip(axes.flat, graded):
+            scores = [v for (s, a), v in grades.score.items() if a == assignment]
+            top = grades.max_assignment[assignment]
+            ax.hist(scores, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4878a8")
+            ax.set_title(f"{assignment} (n={len(scores)})", fontsize=10)
+            ax.set_xlabel(f"score / {top:g}")
+            ax.set_ylabel("students")
+        for ax in list(axes.flat)[len(graded):]:
+            ax.axis("off")
+        fig.tight_layout()
+        figures.append(("Score distribution per exercise", _png(fig)))
+        plt.close(fig)
+    failed = _failure_rates(grades)[:15]
+    if failed:
+        fig, ax = plt.subplots(figsize=(7, 0.35 * len(failed) + 1))
+        labels = [f"{a}/{c}" for a, c, _, _ in failed][::-1]
+        ax.barh(labels, [rate for *_, rate, _ in failed][::-1], color="#c05050")
+        ax.set_xlabel("fraction of submissions that lost points")
+        ax.set_xlim(0, 1)
+        fig.tight_layout()
+        figures.append(("Most-failed grade cells", _png(fig)))
+        plt.close(fig)
+    return figures
+
+
+def _failure_rates(grades: Grades) -> list[tuple[str, str, float, int]]:
+    """(assignment, grade id, fraction of submissions below full marks, submissions), worst first."""
+    rates = []
+    for assignment in grades.assignments:
+        for cell in grades.cells[assignment]:
+            got = [v for (s, a, c), v in grades.cell_score.items() if a == assignment and c == cell]
+            if got:
+                lost = sum(v < grades.max_cell[(assignment, cell)] for v in got)
+                rates.append((assignment, cell, lost / len(got), len(got)))
+    return sorted((r for r in rates if r[2] > 0), key=lambda r: (-r[2], r[0], r[1]))
+
+
+def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
+    esc = html.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grades report</title>",
+             "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em}"
+             "img{max-width:100%}</style></head><body><h1>Grades report</h1>",
+             f"<p>{len(grades.students)} students, {len(grades.score)} graded submissions. "
+             f"Per-cell scores: <code>{esc(csv_name)}</code>.</p>",
+             "<h2>Exercises</h2><table><tr><th>assignment</th><th>submissions</th><th>mean</th>"
+             "<th>max points</th><th>full marks</th><th>graded on</th></tr>"]
+    for assignment in grades.assignments:
+        scores = [v for (s, a), v in grades.score.items() if a == assignment]
+        top = grades.max_assignment[assignment]
+        devices = sorted({d for (s, a), d in grades.devices.items() if a == assignment})
+        mean = f"{sum(scores) / len(scores):.2f}" if scores else "–"
+        parts.append(f"<tr><td>{esc(assignment)}</td><td>{len(scores)}</td><td>{mean}</td>"
+                     f"<td>{top:g}</td><td>{sum(v >= top for v in scores)}</td>"
+                     f"<td>{esc(', '.join(devices) or 'nbgrader')}</td></tr>")
+    parts.append("</table>")
+    for title, png in _figures(grades):
+        parts.append(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{png}'>")
+    rates = _failure_rates(grades)
+    if rates:
+        parts.append("<h2>Grade cells by failure rate</h2><table><tr><th>grade cell</th>"
+                     "<th>lost points</th><th>submissions</th></tr>")
+        parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}</td></tr>"
+                  for a, c, r, n in rates]
+        parts.append("</table>")
+    parts.append("<h2>Grading problems</h2>")
+    if grades.problems:
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>what happened</th></tr>")
+        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(w)}</td></tr>"
+                  for s, a, w in sorted(grades.problems)]
+        parts.append("</table>")
+    else:
+        parts.append("<p>None: no submission hit a time or memory limit or crashed.</p>")
+    parts.append("</body></html>")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def report(*, course_root: Path = Path("."), db_url: str | None = None,
+           output_dir: Path | None = None) -> tuple[Path, Path]:
+    """Write ``grades.csv`` and ``report.html`` into ``output_dir`` (default ``<course>/reports``)."""
+    course = load_course(course_root, db_url=db_url)
+    out = Path(output_dir) if output_dir is not None else course.root / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    grades = read_grades(course)
+    csv_path = write_csv(grades, out / "grades.csv")
+    html_path = write_html(grades, out / "report.html", csv_name=csv_path.name)
+    return csv_path, html_path

@@ -1,0 +1,212 @@
+"""Sample submissions: the reference solution and the catalogue of wrong/correct variants as students.
+
+- ``reference_notebook(a)``: the committed release with every solution cell holding the reference code
+  (solution markers removed), i.e. what a perfect student hands in.
+- ``student_notebook(a, replace)``: the same with extra code appended to the solution cell that defines
+  each replaced function or class (so it overrides the reference definition).
+- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path).
+- ``write_submission`` / ``write_catalogue_submissions``: put notebooks into nbgrader's
+  ``submitted/<student>/<assignment>/<assignment>.ipynb`` layout.
+
+Used by the tests, the autograder's demo and its benchmark.
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from autograder.release import ASSIGNMENTS, release_path, source_notebook
+
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+CATALOGUE_DIR = Path("tests") / "catalogue"
+REFERENCE_STUDENT = "reference"
+
+
+class SampleError(ValueError):
+    """A catalogue or replacement does not fit the assignment (the message says which and why)."""
+
+
+def _check_assignment(assignment: str) -> None:
+    if assignment not in ASSIGNMENTS:
+        raise SampleError(f"unknown assignment {assignment!r}; expected one of {list(ASSIGNMENTS)}")
+
+
+def reference_solutions(assignment: str, *, course_root: Path = Path(".")) -> dict[str, str]:
+    """grade_id -> reference code (markers removed) for every solution cell of the source."""
+    _check_assignment(assignment)
+    nb = source_notebook(assignment, course_root=course_root)
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: _strip_markers(cell.source)
+        for cell in nb.cells
+        if cell.cell_type == "code" and cell.metadata["nbgrader"].get("solution")
+    }
+
+
+def _strip_markers(source: str) -> str:
+    return "\n".join(line for line in source.split("\n") if line.strip() not in SOLUTION_MARKERS)
+
+
+def reference_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
+    """The committed release of ``assignment`` with every solution cell filled with the reference code."""
+    path = release_path(assignment, course_root=course_root)
+    if not path.is_file():
+        raise SampleError(f"{assignment}: no release at {path} (run `autograder release` first)")
+    nb = nbformat.read(path, as_version=4)
+    solutions = reference_solutions(assignment, course_root=course_root)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            if meta["grade_id"] not in solutions:
+                raise SampleError(f"{path}: solution cell {meta['grade_id']!r} is not in the source (stale release?)")
+            cell.source = solutions[meta["grade_id"]]
+    return nb
+
+
+def student_notebook(
+    assignment: str, replace: dict[str, str] | None = None, *, course_root: Path = Path(".")
+) -> NotebookNode:
+    """The reference notebook with ``replace[name]`` appended to the solution cell that defines ``name``."""
+    nb = reference_notebook(assignment, course_root=course_root)
+    for name, code in (replace or {}).items():
+        cell = _defining_cell(nb, name)
+        if cell is None:
+            raise SampleError(f"{assignment}: no solution cell defines {name!r} (replace keys must be "
+                              "function or class names defined in solution cells)")
+        cell.source = cell.source.rstrip("\n") + "\n\n\n# --- student variant ---\n" + code.strip("\n") + "\n"
+    return nb
+
+
+def _defining_cell(nb: NotebookNode, name: str) -> NotebookNode | None:
+    pattern = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            if pattern.search(cell.source):
+                return cell
+    return None
+
+
+def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[list[dict], list[dict]]:
+    """``(WRONG, CORRECT)`` from ``tests/catalogue/<assignment>.py``, checked for the documented shape."""
+    _check_assignment(assignment)
+    path = Path(course_root) / CATALOGUE_DIR / f"{assignment}.py"
+    if not path.is_file():
+        raise SampleError(f"{assignment}: no catalogue at {path}")
+    namespace = runpy.run_path(str(path))
+    wrong, correct = namespace.get("WRONG"), namespace.get("CORRECT")
+    if not isinstance(wrong, list) or not isinstance(correct, list):
+        raise SampleError(f"{path}: must define lists WRONG and CORRECT")
+    seen: set[str] = set()
+    for kind, entries, keys in (("WRONG", wrong, ("name", "why", "replace", "breaks")),
+                                ("CORRECT", correct, ("name", "replace"))):
+        for number, entry in enumerate(entries):
+            where = f"{path}: {kind}[{number}]"
+            missing = [key for key in keys if key not in entry]
+            if missing:
+                raise SampleError(f"{where} lacks {missing}")
+            if not re.fullmatch(r"[a-z0-9_]+", entry["name"]):
+                raise SampleError(f"{where}: name {entry['name']!r} must be lower_snake_case")
+            if entry["name"] in seen:
+                raise SampleError(f"{where}: duplicate name {entry['name']!r}")
+            seen.add(entry["name"])
+            if not isinstance(entry["replace"], dict) or not entry["replace"]:
+                raise SampleError(f"{where}: replace must be a non-empty dict name -> code")
+            if kind == "WRONG" and (not isinstance(entry["breaks"], list) or not entry["breaks"]):
+                raise SampleError(f"{where}: breaks must be a non-empty list of grade ids")
+    return wrong, correct
+
+
+def student_id(kind: str, name: str) -> str:
+    """nbgrader student id of a catalogue entry: ``wrong-<name>`` or ``correct-<name>``."""
+    if kind not in ("wrong", "correct"):
+        raise SampleError(f"kind must be 'wrong' or 'correct', got {kind!r}")
+    return f"{kind}-{name}"
+
+
+def write_submission(nb: NotebookNode, *, course_root: Path, student: str, assignment: str) -> Path:
+    """Write ``nb`` as ``submitted/<student>/<assignment>/<assignment>.ipynb``; return the path."""
+    _check_assignment(assignment)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", student):
+        raise SampleError(f"student id {student!r} may hold only letters, digits, '_', '.', '-'")
+    path = Path(course_root) / "submitted" / student / assignment / f"{assignment}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def write_catalogue_submissions(
+    assignment: str, *, course_root: Path, catalogue_root: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Submit the reference and every catalogue entry of ``assignment`` into ``course_root/submitted``.
+
+    ``catalogue_root`` is where ``tests/catalogue`` and the sources live (default ``course_root``).
+    Returns student id -> ``{"kind": "reference" | "wrong" | "correct", "entry": <catalogue dict or None>}``.
+    """
+    catalogue_root = Path(catalogue_root or course_root)
+    wrong, correct = load_catalogue(assignment, course_root=catalogue_root)
+    students: dict[str, dict[str, Any]] = {}
+    write_submission(reference_notebook(assignment, course_root=catalogue_root), course_root=course_root,
+                     student=REFERENCE_STUDENT, assignment=assignment)
+    students[REFERENCE_STUDENT] = {"kind": "reference", "entry": None}
+    for kind, entries in (("wrong", wrong), ("correct", correct)):
+        for entry in entries:
+            sid = student_id(kind, entry["name"])
+            nb = student_notebook(assignment, entry["replace"], course_root=catalogue_root)
+            write_submission(nb, course_root=course_root, student=sid, assignment=assignment)
+            students[sid] = {"kind": kind, "entry": entry}
+    return students
+
+
+# --- running hidden checks in-process (no nbgrader, no kernel) -------------------------------------
+
+HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+
+def hidden_regions(assignment: str, *, course_root: Path = Path(".")) -> dict[str, str]:
+    """grade_id -> code of the hidden-test region of each grade cell of the source (in order)."""
+    _check_assignment(assignment)
+    regions = {}
+    for cell in source_notebook(assignment, course_root=course_root).cells:
+        meta = cell.metadata["nbgrader"]
+        if cell.cell_type == "code" and meta.get("grade"):
+            lines = cell.source.split("\n")
+            marks = [i for i, line in enumerate(lines) if line.strip() in HIDDEN_MARKERS]
+            if len(marks) == 2:
+                regions[meta["grade_id"]] = "\n".join(lines[marks[0] + 1 : marks[1]])
+    return regions
+
+
+def solution_namespace(
+    assignment: str, replace: dict[str, str] | None = None, *, course_root: Path = Path(".")
+) -> dict[str, Any]:
+    """Execute the source's non-grade code cells (reference code, plus ``replace`` appended to the
+    defining cells as in ``student_notebook``) and return the resulting globals."""
+    _check_assignment(assignment)
+    nb = source_notebook(assignment, course_root=course_root)
+    cells = [c for c in nb.cells if c.cell_type == "code" and not c.metadata["nbgrader"].get("grade")]
+    for cell in cells:
+        cell.source = _strip_markers(cell.source)
+    for name, code in (replace or {}).items():
+        target = _defining_cell(nbformat.v4.new_notebook(cells=cells), name)
+        if target is None:
+            raise SampleError(f"{assignment}: no solution cell defines {name!r}")
+        target.source = target.source.rstrip("\n") + "\n\n\n" + code.strip("\n") + "\n"
+    namespace: dict[str, Any] = {"__name__": f"{assignment}_solution"}
+    for cell in cells:
+        exec(compile(cell.source, f"<{assignment}:{cell.metadata['nbgrader']['grade_id']}>", "exec"), namespace)
+    return namespace
+
+
+def run_hidden_region(assignment: str, grade_id: str, namespace: dict[str, Any], *,
+                      course_root: Path = Path(".")) -> None:
+    """Execute the hidden-test region of ``grade_id`` in ``namespace``; raises what the check raises."""
+    regions = hidden_regions(assignment, course_root=course_root)
+    if grade_id not in regions:
+        raise SampleError(f"{assignment}: grade cell {grade_id!r} has no hidden-test region "
+                          f"(cells with one: {sorted(regions)})")
+    exec(compile(regions[grade_id], f"<{assignment}:{grade_id} hidden>", "exec"), namespace)

@@ -1,0 +1,42 @@
+"""nbgrader configuration for the course (read by every `nbgrader ...` command run from this directory).
+
+Layout: instructor sources in solutions/NN_name/ (the .py text source is converted to .ipynb by
+`autograder release`), student releases in exercises/NN_name/, submissions in submitted/<student>/<NN_name>/,
+the gradebook in gradebook.db next to this file.
+"""
+
+from pathlib import Path
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+from autograder.hidden._feedback import ClearHiddenTestTracebacks
+
+c = get_config()  # noqa: F821  (injected by traitlets when it loads this file)
+
+COURSE_ROOT = Path(__file__).resolve().parent
+
+c.CourseDirectory.root = str(COURSE_ROOT)
+c.CourseDirectory.course_id = "cs336-resource-accounting"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.db_url = f"sqlite:///{COURSE_ROOT / 'gradebook.db'}"
+# The jupytext text sources (solutions/NN_name/NN_name.py) must never be copied into a release.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+
+# Releases are committed without outputs; the header/footer machinery is unused.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Grading: a hung cell should cost a grade, not the batch.
+c.Execute.timeout = 300
+
+# Feedback shows the student their grade cells with the hidden-test region removed, so no hidden-check
+# source (not even the line that calls it) reaches the HTML: ClearHiddenTestTracebacks drops hidden lines
+# that IPython quotes as context in tracebacks (it must run first), ClearHiddenTests drops the region.
+# Failed hidden checks render as their message only (autograder.hidden._base.HiddenCheckFailed).
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    ClearHiddenTestTracebacks,
+    ClearHiddenTests,
+    CSSHTMLHeaderPreprocessor,
+]

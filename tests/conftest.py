@@ -1,0 +1,116 @@
+"""Shared fixtures for the test suite.
+
+Fixtures (all session-scoped unless noted):
+- ``course_root``: the repository root (holds nbgrader_config.py, solutions/, exercises/, tests/catalogue/).
+- ``assignments``: the assignments that have a source, a committed release and a catalogue.
+- ``graded_catalogue_course``: a temporary copy of the course where every assignment in ``assignments``
+  was released, the reference solution and every catalogue entry submitted as a student, and ONE
+  ``nbgrader autograde <assignment>`` run per assignment with AUTOGRADER_ALLOW_CPU=1. Yields a
+  ``GradedCourse`` (see its docstring): the course directory (with gradebook.db, submitted/, autograded/),
+  the students per assignment and their scores per grade cell read from nbgrader's Gradebook.
+  Other tests (feedback, export, the autograder's own tests) can reuse the graded directory read-only or
+  run further nbgrader commands in it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder import samples
+from autograder.release import available_assignments, copy_course, nbgrader_environment, release
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# nbgrader's Gradebook runs the `alembic` executable; make this environment's bin directory visible
+# to in-process Gradebook use in tests, whichever way pytest was started.
+os.environ["PATH"] = nbgrader_environment()["PATH"]
+
+
+@pytest.fixture(scope="session")
+def course_root() -> Path:
+    """The repository root."""
+    return ROOT
+
+
+def assignments_with_catalogue(root: Path = ROOT) -> list[str]:
+    """Assignments with a source, a committed release and a catalogue (usable for parametrization)."""
+    return [a for a in available_assignments(root)
+            if (root / "exercises" / a / f"{a}.ipynb").is_file()
+            and (root / samples.CATALOGUE_DIR / f"{a}.py").is_file()]
+
+
+@pytest.fixture(scope="session")
+def assignments() -> list[str]:
+    return assignments_with_catalogue()
+
+
+@dataclass
+class GradedCourse:
+    """A temporary course graded by real nbgrader.
+
+    root: course directory (nbgrader_config.py, gradebook.db, solutions/, exercises/, submitted/, autograded/).
+    assignments: the graded assignments.
+    students: assignment -> student id -> {"kind": "reference" | "wrong" | "correct", "entry": catalogue dict}.
+    scores: assignment -> student id -> grade_id -> (score, max_score), from nbgrader's Gradebook.
+    autograde_seconds: assignment -> wall time of its single `nbgrader autograde` call.
+    """
+
+    root: Path
+    assignments: list[str]
+    students: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    scores: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    autograde_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.root / 'gradebook.db'}"
+
+    def total(self, assignment: str, student: str) -> tuple[float, float]:
+        cells = self.scores[assignment][student].values()
+        return sum(s for s, _ in cells), sum(m for _, m in cells)
+
+    def nbgrader(self, *args: str, allow_cpu: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run ``nbgrader <args>`` in the course directory (failing the test on a non-zero exit)."""
+        env = nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"} if allow_cpu else None)
+        if not allow_cpu:
+            env.pop("AUTOGRADER_ALLOW_CPU", None)
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+        return done
+
+
+def read_scores(db_url: str, assignment: str, students: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """student -> grade_id -> (score, max_score) for ``assignment`` from the gradebook."""
+    scores: dict[str, dict[str, tuple[float, float]]] = {}
+    with Gradebook(db_url) as gb:
+        for student in students:
+            notebook = gb.find_submission_notebook(assignment, assignment, student)
+            scores[student] = {g.name: (float(g.score), float(g.max_score)) for g in notebook.grades}
+    return scores
+
+
+@pytest.fixture(scope="session")
+def graded_catalogue_course(tmp_path_factory: pytest.TempPathFactory, assignments: list[str]) -> GradedCourse:
+    """See the module docstring. Grades every catalogue once per session (minutes, not seconds)."""
+    root = copy_course(ROOT, tmp_path_factory.mktemp("graded") / "course")
+    course = GradedCourse(root=root, assignments=list(assignments))
+    release(assignments=assignments, course_root=root)
+    for assignment in assignments:
+        course.students[assignment] = samples.write_catalogue_submissions(
+            assignment, course_root=root, catalogue_root=ROOT)
+        started = time.perf_counter()
+        course.nbgrader("autograde", assignment, "--force")
+        course.autograde_seconds[assignment] = time.perf_counter() - started
+        course.scores[assignment] = read_scores(course.db_url, assignment, list(course.students[assignment]))
+    return course
+

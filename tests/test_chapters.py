@@ -1,0 +1,351 @@
+"""The lecture pages: executed without stray errors, covering every topic of the syllabus, ending well.
+
+Runs after `make site`. The executed notebooks come from the build's jupyter-cache (`_build/.jupyter_cache`),
+matched to the current page source the way myst-nb matches them, so a page edited since the last build fails
+with "rebuild the site". (Not from `_build/jupyter_execute/*.ipynb`: myst-nb 1.4 writes those without outputs
+when a page comes from the cache.) Set BOOK_BUILD_DIR to read another build directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+from jupyter_cache import get_cache
+from myst_nb.core.read import read_myst_markdown_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = Path(os.environ.get("BOOK_BUILD_DIR", ROOT / "_build"))
+CACHE_DIR = BUILD_DIR / ".jupyter_cache"
+RAISES_TAG = "raises-exception"
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One topic of the syllabus (issue 3): the page that teaches it and what that page must contain."""
+
+    page: str  # path without suffix, as in _toc.yml
+    key_terms: tuple[str, ...]  # each must appear in the page source (case-insensitive)
+    # the exercise the page must link after its check-yourself questions
+    exercise: str | None = None
+
+
+# fmt: off
+KEY_TERMS: dict[int, Topic] = {
+    0: Topic(
+        "chapters/00_napkin_math",
+        ("70B", "15T", "1024", "H100", "MFU", "AdamW", "80 GB", "master copy", "activations", "6 * n_params"),
+        exercise="exercises/03_flops/03_flops",
+    ),
+    1: Topic(
+        "chapters/01_memory_accounting",
+        (
+            "parameters", "gradients", "optimizer state", "activations", "float32", "float16", "bfloat16",
+            "E4M3", "E5M2", "torch.finfo", "448", "57344", "1e-8", "12288", "2.4 GB", "2.25 GiB",
+        ),
+        exercise="exercises/06_mixed_precision/06_mixed_precision",
+    ),
+    2: Topic(
+        "chapters/02_tensors_on_gpu",
+        (
+            "device", ".to(", "torch.cuda.memory_allocated", "torch.cuda.is_available", "this build ran on CPU",
+            "PCIe", "pin_memory", "non_blocking", "torch.cuda.synchronize",
+        ),
+    ),
+    3: Topic(
+        "chapters/03_storage_and_strides",
+        (
+            "stride", "storage_offset", "x[0]", "x[:, 1]", ".view(", "transpose", "is_contiguous", ".contiguous()",
+            "raises-exception", "RuntimeError", "triu", "rsqrt", "torch.as_strided", "@ weight",
+        ),
+        exercise="exercises/01_strides/01_strides",
+    ),
+    4: Topic(
+        "chapters/04_einops_jaxtyping",
+        (
+            "einsum", "...", "reduce", '"sum"', '"mean"', ".mean(", "rearrange", "(heads hidden1)", "jaxtyping",
+            "Float[torch.Tensor", "@jaxtyped(typechecker=beartype)",
+        ),
+        exercise="exercises/02_einops/02_einops",
+    ),
+    5: Topic(
+        "chapters/05_compute_accounting",
+        (
+            "FLOPs", "FLOP/s", "3.14", "2e25", "A100", "H100", "H200", "B200", "sparsity", "2 * m * n * p",
+            "FlopCounterMode", "MFU", "get_device_name", "UnknownAcceleratorError", "8 H100s",
+        ),
+        exercise="exercises/03_flops/03_flops",
+    ),
+    6: Topic(
+        "chapters/06_gradients_backward_flops",
+        (
+            "requires_grad", "loss.backward", "0.5 * (pred_y - 5) ** 2", "h1", "h2", "weight gradient",
+            "input gradient", "first layer", "FlopCounterMode", "6 * B * params", "parameter sharing", "attention",
+        ),
+        exercise="exercises/03_flops/03_flops",
+    ),
+    7: Topic(
+        "chapters/07_models_and_randomness",
+        (
+            "nn.Parameter", "1 / math.sqrt(d_in)", "trunc_normal_", "[-3, 3]", "nn.Module", "nn.ModuleList",
+            ".to(device)", "torch.manual_seed", "np.random.seed", "random.seed", "torch.Generator",
+        ),
+    ),
+    8: Topic(
+        "chapters/08_data_loading",
+        (
+            "tofile", ".npy", "raises-exception", "np.memmap", "get_batch", "targets", "pin_memory", "non_blocking",
+            "tempfile", "per-row loop", "vectorized gather",
+        ),
+        exercise="exercises/05_get_batch/05_get_batch",
+    ),
+    9: Topic(
+        "chapters/09_optimizers_and_training",
+        (
+            "SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "torch.optim.Optimizer", "torch.optim.Adagrad",
+            "eps", "optimizer state", "activations", "gradients", "ax.bar", "6 * B * num_params", "state_dict",
+            "load_state_dict", "torch.save",
+        ),
+        exercise="exercises/04_adagrad/04_adagrad",
+    ),
+    10: Topic(
+        "chapters/10_mixed_precision",
+        (
+            "torch.autocast", "GradScaler", "float16", "bfloat16", "master copy", "underflow", "float8_e4m3fn",
+            "float8_e5m2", "Transformer Engine", "micikevicius2018mixed", "peng2023fp8lm", "quantiz",
+            "this build ran on CPU",
+        ),
+        exercise="exercises/06_mixed_precision/06_mixed_precision",
+    ),
+}
+# fmt: on
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers: pure functions over notebooks, unit-tested below so the checks are known to be able to fail.
+
+
+def lecture_pages() -> list[str]:
+    """Page paths (no suffix) of the Lecture part of _toc.yml, in order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc.get("parts", []):
+        if part.get("caption") == "Lecture":
+            return [entry["file"] for entry in part["chapters"]]
+    raise AssertionError("_toc.yml has no part with caption 'Lecture'")
+
+
+def toc_files() -> set[str]:
+    """Every file listed anywhere in _toc.yml."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return {entry["file"] for part in toc.get("parts", []) for entry in part["chapters"]}
+
+
+def error_problems(nb: nbformat.NotebookNode, label: str) -> list[str]:
+    """Problems with error outputs: an untagged cell that raised, or a raises-exception cell that did not."""
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        raised = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        tagged = RAISES_TAG in cell.get("metadata", {}).get("tags", [])
+        first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else "<empty>"
+        if raised and not tagged:
+            problems.append(
+                f"{label}, cell {index} ({first_line!r}) raised {raised[0].get('ename')}: "
+                f"{raised[0].get('evalue', '')[:200]} but is not tagged {RAISES_TAG}"
+            )
+        if tagged and not raised:
+            problems.append(
+                f"{label}, cell {index} ({first_line!r}) is tagged {RAISES_TAG} but did not raise"
+            )
+    return problems
+
+
+def unexecuted_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of non-empty code cells that carry no execution count (the page was not really executed)."""
+    return [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and cell.source.strip() and cell.get("execution_count") is None
+    ]
+
+
+def ending_problems(nb: nbformat.NotebookNode, label: str, exercise: str | None) -> list[str]:
+    """Problems with how a page ends: a last section 'Check yourself' with questions, then the exercise link."""
+    headings = [
+        (i, line)
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if re.match(r"^##\s", line)
+    ]
+    if not headings or not re.match(r"^##\s+check yourself\s*$", headings[-1][1], re.IGNORECASE):
+        last = headings[-1][1] if headings else "<no ## heading>"
+        return [f"{label}: the last section must be '## Check yourself', found {last!r}"]
+    start = headings[-1][0]
+    tail = "\n".join(cell.source for cell in nb.cells[start:] if cell.cell_type == "markdown")
+    problems = []
+    questions = re.findall(r"^\d+\.\s", tail.split("```")[0], re.MULTILINE)
+    if len(questions) < 2:
+        problems.append(
+            f"{label}: 'Check yourself' has {len(questions)} numbered questions, expected at least 2"
+        )
+    if exercise is not None:
+        link = f"{{doc}}`../{exercise.removeprefix('chapters/').removeprefix('../')}`"
+        if link not in tail:
+            problems.append(f"{label}: expected the exercise link {link} after 'Check yourself'")
+    return problems
+
+
+def assert_count(nb: nbformat.NotebookNode) -> int:
+    """Number of assert statements in the page's code cells."""
+    return sum(
+        len(re.findall(r"^\s*assert\b", c.source, re.MULTILINE))
+        for c in nb.cells
+        if c.cell_type == "code"
+    )
+
+
+def read_source(page: str) -> nbformat.NotebookNode:
+    """The page's MyST source as a notebook (via jupytext)."""
+    path = ROOT / f"{page}.md"
+    assert path.is_file(), f"{page}: listed in _toc.yml but {path} does not exist"
+    return jupytext.read(path)
+
+
+def read_executed(page: str) -> nbformat.NotebookNode:
+    """The page as Jupyter Book executed it: the current source with the outputs cached for exactly that source."""
+    if not CACHE_DIR.is_dir():
+        pytest.fail(f"no jupyter-cache at {CACHE_DIR}. Build the site first (`make site`).")
+    source = read_myst_markdown_notebook((ROOT / f"{page}.md").read_text(encoding="utf-8"))
+    try:
+        _, executed = get_cache(CACHE_DIR).merge_match_into_notebook(source)
+    except KeyError:
+        pytest.fail(
+            f"{page}: no executed notebook in {CACHE_DIR} matches the current source. Rebuild (`make site`)."
+        )
+    return executed
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The checks can fail: each helper on a small notebook that violates it.
+
+
+def _notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = list(cells)
+    return nb
+
+
+def _code(source: str, *, error: bool = False, tags: tuple[str, ...] = (), count: int | None = 1):
+    cell = nbformat.v4.new_code_cell(source, execution_count=count)
+    cell.metadata["tags"] = list(tags)
+    if error:
+        cell.outputs = [
+            nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=[])
+        ]
+    return cell
+
+
+def test_error_check_flags_untagged_error_and_tagged_cell_that_did_not_raise():
+    nb = _notebook(_code("1/0", error=True), _code("x = 1", tags=(RAISES_TAG,)), _code("ok = 1"))
+    problems = error_problems(nb, "demo")
+    assert len(problems) == 2
+    assert "cell 0" in problems[0] and "not tagged" in problems[0]
+    assert "cell 1" in problems[1] and "did not raise" in problems[1]
+    assert error_problems(_notebook(_code("1/0", error=True, tags=(RAISES_TAG,))), "demo") == []
+
+
+def test_unexecuted_cells_are_found():
+    assert unexecuted_cells(_notebook(_code("a = 1", count=None), _code("b = 2"))) == [0]
+
+
+def test_ending_check_flags_missing_section_questions_and_link():
+    md = nbformat.v4.new_markdown_cell
+    good = _notebook(
+        md("## Topic\ntext"), md("## Check yourself\n\n1. a?\n2. b?\n\n{doc}`../exercises/x/x`")
+    )
+    assert ending_problems(good, "demo", "exercises/x/x") == []
+    no_section = _notebook(md("## Topic\n\n1. a?\n2. b?"))
+    assert "last section" in ending_problems(no_section, "demo", None)[0]
+    later_section = _notebook(md("## Check yourself\n\n1. a?\n2. b?"), md("## Appendix"))
+    assert "'## Appendix'" in ending_problems(later_section, "demo", None)[0]
+    one_question = _notebook(md("## Check yourself\n\n1. a?\n\n{doc}`../exercises/x/x`"))
+    assert "1 numbered questions" in ending_problems(one_question, "demo", "exercises/x/x")[0]
+    no_link = _notebook(md("## Check yourself\n\n1. a?\n2. b?"))
+    assert "exercise link" in ending_problems(no_link, "demo", "exercises/x/x")[0]
+
+
+def test_assert_count_counts_statements_not_words():
+    nb = _notebook(
+        _code("assert x == 1\n# the word assert in a comment\ny = 'assert'\n    assert y")
+    )
+    assert assert_count(nb) == 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The real pages.
+
+
+def test_every_topic_has_a_page_in_the_lecture_part():
+    pages = lecture_pages()
+    assert sorted(KEY_TERMS) == list(range(11)), (
+        f"KEY_TERMS must list topics 0-10 of the chapters issue; it has {sorted(KEY_TERMS)}"
+    )
+    for number, topic in KEY_TERMS.items():
+        assert topic.page in pages, (
+            f"topic {number}: page {topic.page} is not in the Lecture part of _toc.yml"
+        )
+        if topic.exercise is not None:
+            assert topic.exercise in toc_files(), (
+                f"topic {number}: exercise {topic.exercise} is not in _toc.yml"
+            )
+
+
+@pytest.mark.parametrize("number", sorted(KEY_TERMS))
+def test_topic_page_contains_its_key_terms(number):
+    topic = KEY_TERMS[number]
+    text = (ROOT / f"{topic.page}.md").read_text(encoding="utf-8").lower()
+    missing = [term for term in topic.key_terms if term.lower() not in text]
+    assert not missing, f"topic {number} ({topic.page}.md) lacks key terms: {missing}"
+
+
+@pytest.mark.parametrize("page", lecture_pages())
+def test_page_source_checks_its_numbers_and_ends_with_questions(page):
+    nb = read_source(page)
+    assert assert_count(nb) >= 1, (
+        f"{page}.md has no assert: every number it states must be checked in a cell"
+    )
+    exercises = {t.exercise for t in KEY_TERMS.values() if t.page == page} - {None}
+    assert len(exercises) <= 1, (
+        f"{page}: KEY_TERMS names several exercises for one page: {exercises}"
+    )
+    problems = ending_problems(nb, f"{page}.md", next(iter(exercises), None))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("page", lecture_pages())
+def test_page_starts_by_showing_where_it_ran(page):
+    nb = read_executed(page)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "describe_runtime()" in first.source, (
+        f"{page}: the first code cell must print _runtime.describe_runtime()"
+    )
+    text = "".join(
+        o.get("text", "") for o in first.get("outputs", []) if o.get("output_type") == "stream"
+    )
+    assert re.search(r"Executed on .+ · torch \d", text), f"{page}: first cell printed {text!r}"
+
+
+@pytest.mark.parametrize("page", lecture_pages())
+def test_executed_page_has_errors_only_where_tagged(page):
+    nb = read_executed(page)
+    assert not unexecuted_cells(nb), f"{page}: code cells {unexecuted_cells(nb)} were not executed"
+    problems = error_problems(nb, page)
+    assert not problems, "\n".join(problems)
