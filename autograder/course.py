@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,10 +86,18 @@ class Course:
                 ) from None
 
 
+def _put_interpreter_on_path() -> None:
+    """nbgrader's Gradebook may run the ``alembic`` executable: find this environment's."""
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+
 def load_course(course_root: Path | str = ".", *, db_url: str | None = None) -> Course:
     """Load ``course_root/nbgrader_config.py`` (required) the way nbgrader does; ``db_url`` overrides
     the gradebook (any SQLAlchemy URL nbgrader accepts)."""
     root = Path(course_root).resolve()
+    _put_interpreter_on_path()
     config_path = root / CONFIG_FILE
     if not config_path.is_file():
         raise CourseError(f"{root} is not a course root: no {CONFIG_FILE} there")

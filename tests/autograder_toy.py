@@ -1,8 +1,8 @@
 """A tiny nbgrader course for the autograder's robustness tests (seconds to release, quick to grade).
 
 ``make_toy_course(root)`` writes nbgrader_config.py (the project's, so the layout is the real one) and a
-source notebook ``solutions/toy/toy.ipynb`` with two solution cells and three grade cells (2 + 3 + 1
-points; the last one imports torch), then runs ``nbgrader generate_assignment toy``.
+source notebook ``solutions/toy/toy.ipynb`` with two solution cells and four grade cells (2 + 3 + 1 + 1
+points: ``test_torch_sum`` imports torch, ``test_total_gpu`` is a GPU-only check), then runs ``nbgrader generate_assignment toy``.
 ``submit(root, student, square=..., total=...)`` writes a submission whose solution cells hold the given
 code (the reference by default).
 """
@@ -23,7 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "toy"
 SQUARE = "def square(x):\n    return x * x\n"
 TOTAL = "def total(values):\n    return sum(values)\n"
-POINTS = {"test_square": 2.0, "test_total": 3.0, "test_torch_sum": 1.0}
+POINTS = {"test_square": 2.0, "test_total": 3.0, "test_torch_sum": 1.0, "test_total_gpu": 1.0}
+# code that exists only in the hidden-test regions (feedback must never show it)
+HIDDEN_CODE = ("square(-4)", "total([])", "torch.arange(4)", "gpu_device")
+# a GPU-only check following the GPU rule of EXERCISES.md, through the real autograder.hidden._gpu
+GPU_CHECK = (
+    "from autograder.hidden._gpu import gpu_device\n"
+    "assert total(torch.ones(3, device=gpu_device('toy total')).tolist()) == 3\n"
+)
 
 
 def _meta(grade_id: str, *, grade=False, solution=False, locked=False, points=None) -> dict:
@@ -63,6 +70,7 @@ def source_notebook() -> nbformat.NotebookNode:
                "assert total([]) == 0, 'the total of nothing is 0'\n"),
         _grade("test_torch_sum", "import torch\n",
                "assert total(torch.arange(4).tolist()) == 6, 'total of 0..3'\n"),
+        _grade("test_total_gpu", "import torch\n", GPU_CHECK),
     ]
     nb = new_notebook(cells=cells)
     nb.metadata = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",

@@ -1,8 +1,9 @@
 """Warm workers, parent side: fork one child per notebook from a template that has imported torch.
 
 The template is multiprocessing's *forkserver*: a separate process, started once per grading run, that
-imports the heavy libraries (torch, numpy, einops, jaxtyping, beartype, IPython) — and never touches
-CUDA, so every forked child can still initialise its own CUDA context. Forking it costs tens of
+imports the heavy libraries (``warm.py``: torch, numpy, einops, jaxtyping, beartype, IPython, and the
+modules FlopCounterMode loads on first use) — and never touches CUDA, so every forked child can still
+initialise its own CUDA context. Forking it costs tens of
 milliseconds instead of the seconds a fresh kernel plus ``import torch`` costs.
 
 ``RunningNotebook`` watches one child: it drains the child's per-cell messages, and kills the child when
@@ -25,8 +26,7 @@ from unittest import mock
 
 from autograder.grading.execute import ExecutionJob, run_notebook
 
-PRELOAD = ["torch", "numpy", "einops", "jaxtyping", "beartype", "IPython",
-           "IPython.core.interactiveshell", "autograder.grading.execute"]
+PRELOAD = ["autograder.grading.warm", "autograder.grading.execute"]
 KILL_GRACE_S = 5.0  # after the per-cell limit, how long the in-child alarm gets before a SIGKILL
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -78,6 +78,28 @@ def attention_scores(q, k):
         "breaks": ["test_attention_scores"],
     },
     {
+        "name": "attention_scores_without_leading_dims",
+        "why": "writes the einsum for 2-D q and k only, so batched (or batch-and-heads) inputs fail",
+        "replace": {"attention_scores": '''
+@jaxtyped(typechecker=beartype)
+def attention_scores(q: Float[Tensor, "*batch seq_q d"], k: Float[Tensor, "*batch seq_k d"]) -> Float[Tensor, "*batch seq_q seq_k"]:
+    return einsum(q, k, "sq d, sk d -> sq sk") / math.sqrt(q.shape[-1])
+'''},
+        "breaks": ["test_attention_scores"],
+    },
+    {
+        "name": "per_head_linear_only_2d",
+        "why": "hard-codes one batch dimension, so inputs with none or several leading dimensions fail",
+        "replace": {"per_head_linear": '''
+@jaxtyped(typechecker=beartype)
+def per_head_linear(x: Float[Tensor, "*batch model_in"], w: Float[Tensor, "d_in d_out"], num_heads: int) -> Float[Tensor, "*batch model_out"]:
+    per_head = rearrange(x, "b (h d) -> b h d", h=num_heads)
+    out = einsum(per_head, w, "b h i, i o -> b h o")
+    return rearrange(out, "b h o -> b (h o)")
+'''},
+        "breaks": ["test_per_head_linear"],
+    },
+    {
         "name": "per_head_linear_heads_inner",
         "why": "splits the features as (d_in heads) before applying w",
         "replace": {"per_head_linear": '''

@@ -1,0 +1,196 @@
+"""The grading engine on a tiny course: scores, limits, crashes, reruns, the GPU rule, SIGKILL safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import autograder_toy as toy
+import pytest
+from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.errors import DeviceError
+from autograder.grading import grade
+from autograder.grading.execute import ExecutionJob
+from autograder.grading.record import read_run_record
+from autograder.grading.workers import RunningNotebook, wait_any
+
+WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square
+HANGS = "import time\nwhile True:\n    time.sleep(0.05)\n"
+CRASHES = "import os\nos._exit(3)\n"
+HOGS = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 2**20))\n"
+
+
+def _cell_scores(root: Path, student: str) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(toy.ASSIGNMENT, toy.ASSIGNMENT, student)
+        return {g.name: float(g.score) for g in nb.grades}
+
+
+@pytest.fixture(scope="module")
+def graded_toy(tmp_path_factory):
+    """One batch with a reference, a wrong answer, a hang, a crash and a memory hog (2 workers)."""
+    root = toy.make_toy_course(tmp_path_factory.mktemp("toy") / "course")
+    toy.submit(root, "ref")
+    toy.submit(root, "wrong", square=WRONG_SQUARE)
+    toy.submit(root, "hangs", total=HANGS)
+    toy.submit(root, "crashes", total=CRASHES)
+    toy.submit(root, "hogs", total=HOGS)
+    summary = grade(course_root=root, workers_count=2, timeout=2, memory_limit_gb=0.5,
+                    allow_cpu=True, progress=False)
+    return root, {r.student: r for r in summary.results}
+
+
+def test_reference_and_wrong_answer_scores(graded_toy):
+    root, results = graded_toy
+    assert results["ref"].score == sum(toy.POINTS.values()) == results["ref"].max_score
+    assert _cell_scores(root, "wrong") == {"test_square": 0.0, "test_total": 3.0,
+                                           "test_torch_sum": 1.0, "test_total_gpu": 1.0}
+    assert results["ref"].reasons == () and results["wrong"].reasons == ()
+
+
+@pytest.mark.parametrize("student, reason", [
+    ("hangs", "CellTimeoutError"),
+    ("crashes", "exited with code 3"),
+    ("hogs", "MemoryError"),
+])
+def test_failures_score_zero_after_the_failure_and_keep_earlier_points(graded_toy, student, reason):
+    root, results = graded_toy
+    assert results[student].status == "graded"
+    # square was defined before the failing cell: its grade cell keeps its points; everything that
+    # needed `total` (or ran after the crash) scores 0, never the full marks of an unexecuted cell
+    assert _cell_scores(root, student) == {"test_square": 2.0, "test_total": 0.0,
+                                           "test_torch_sum": 0.0, "test_total_gpu": 0.0}
+    assert any(reason in why for why in results[student].reasons), results[student].reasons
+    record = read_run_record(_course(root), student=student, assignment=toy.ASSIGNMENT)
+    assert any(reason in why for why in record["problems"])
+
+
+def _course(root):
+    from autograder.course import load_course
+
+    return load_course(root)
+
+
+def test_autograded_notebooks_where_nbgrader_puts_them(graded_toy):
+    root, results = graded_toy
+    for student in results:
+        assert (root / "autograded" / student / toy.ASSIGNMENT / f"{toy.ASSIGNMENT}.ipynb").is_file()
+    assert not list((root / "autograded").glob("*/.grading-*")), "staging directories left behind"
+
+
+def test_rerun_skips_graded_and_force_regrades(graded_toy):
+    root, _ = graded_toy
+    again = grade(course_root=root, students=["ref", "wrong"], allow_cpu=True, progress=False)
+    assert {(r.student, r.status) for r in again.results} == {("ref", "skipped"), ("wrong", "skipped")}
+    forced = grade(course_root=root, students=["wrong"], force=True, allow_cpu=True, progress=False)
+    assert [(r.student, r.status, r.score) for r in forced.results] == [("wrong", "graded", 5.0)]
+
+
+def test_gpu_rule(tmp_path):
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "ref")
+    with pytest.raises(DeviceError, match="--allow-cpu"):
+        grade(course_root=root, device="cpu", allow_cpu=False, progress=False)
+    # no CUDA here: without --allow-cpu the GPU cell scores 0 with the NeedsGPU reason ...
+    grade(course_root=root, device="auto", allow_cpu=False, progress=False)
+    assert _cell_scores(root, "ref")["test_total_gpu"] == 0.0
+    nb = (root / "autograded/ref/toy/toy.ipynb").read_text()
+    assert "NeedsGPU" in nb and "needs a GPU runner" in nb
+    # ... and with it, the check runs its CPU path in the child and says so
+    grade(course_root=root, device="cpu", allow_cpu=True, force=True, progress=False)
+    assert _cell_scores(root, "ref")["test_total_gpu"] == 1.0
+    assert "GPU check ran on CPU" in (root / "autograded/ref/toy/toy.ipynb").read_text()
+
+
+def _watch(job: ExecutionJob, rss_limit: int | None) -> RunningNotebook:
+    run = RunningNotebook(key="t", job=job, rss_limit_bytes=rss_limit)
+    run.start()
+    deadline = time.monotonic() + 60
+    while not run.finished and time.monotonic() < deadline:
+        wait_any([run], timeout=0.2)
+        run.pump()
+    run.close()
+    assert run.finished
+    return run
+
+
+def test_resident_memory_watchdog_kills_a_hog(tmp_path):
+    """Without an address-space limit (as on CUDA) the parent's RSS watchdog stops the child."""
+    touch = "x = bytearray(1500 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\nimport time\ntime.sleep(30)\n"
+    job = ExecutionJob(cells=[(0, "a = 1", []), (1, touch, []), (2, "b = 2", [])],
+                       workdir=str(tmp_path), timeout=60, address_space_bytes=None, threads=1)
+    run = _watch(job, rss_limit=1 << 30)
+    assert 0 in run.outputs and 2 not in run.outputs
+    assert run.failed_ename == "MemoryLimitExceeded" and "memory use" in run.reason
+    assert run.running_cell == 1
+
+
+def test_cell_that_swallows_the_timeout_is_killed(tmp_path, monkeypatch):
+    from autograder.grading import workers
+
+    monkeypatch.setattr(workers, "KILL_GRACE_S", 1.0)
+    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n"
+    job = ExecutionJob(cells=[(0, stubborn, []), (1, "x = 1", [])], workdir=str(tmp_path),
+                       timeout=1, address_space_bytes=None, threads=1)
+    run = _watch(job, rss_limit=None)
+    assert run.failed_ename == "CellTimeoutError" and "killed" in run.reason
+    assert run.outputs == {} and run.running_cell == 0
+
+
+def test_sigkill_mid_run_then_rerun_records_every_grade_exactly_once(tmp_path):
+    root = toy.make_toy_course(tmp_path / "course")
+    students = [f"s{i:02d}" for i in range(8)]
+    for student in students:  # each takes about a second, so the kill lands mid-batch
+        toy.submit(root, student, square="import time\ntime.sleep(1.0)\n" + toy.SQUARE)
+    command = [sys.executable, "-m", "autograder.cli", "--course-root", str(root), "grade",
+               "--workers", "1", "--allow-cpu", "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_graded(root, students)) < 2:
+            time.sleep(0.1)
+        before = _graded(root, students)
+        assert 2 <= len(before) < len(students), f"kill did not land mid-run ({len(before)} graded)"
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    graded_before_kill = _graded(root, students)
+    assert graded_before_kill >= before  # nothing written before the kill was lost
+    stamps = {s: _record_mtime(root, s) for s in graded_before_kill}
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        submissions = gb.find_assignment(toy.ASSIGNMENT).submissions
+        assert sorted(s.student.id for s in submissions) == students  # exactly once each
+        for submission in submissions:
+            grades = [g for nb in submission.notebooks for g in nb.grades]
+            assert sorted(g.name for g in grades) == sorted(toy.POINTS)
+            assert all(g.auto_score is not None for g in grades)
+            assert float(submission.score) == sum(toy.POINTS.values())
+    for student in graded_before_kill:  # the rerun skipped what was already recorded
+        assert _record_mtime(root, student) == stamps[student]
+    assert not list((root / "autograded").glob("*/.grading-*"))
+
+
+def _graded(root: Path, students: list[str]) -> set[str]:
+    if not (root / "gradebook.db").exists():
+        return set()
+    found = set()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student in students:
+            try:
+                gb.find_submission(toy.ASSIGNMENT, student)
+            except MissingEntry:
+                continue
+            found.add(student)
+    return found
+
+
+def _record_mtime(root: Path, student: str) -> float:
+    return (root / "autograded" / student / toy.ASSIGNMENT / "autograder.json").stat().st_mtime
