@@ -112,7 +112,7 @@ def _figures(grades: Grades) -> list[tuple[str, str]]:
         cols = min(3, len(graded))
         rows = (len(graded) + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
-        for ax, assignment in zip(axes.flat, graded):
+        for ax, assignment in zip(axes.flat, graded, strict=False):
             scores = [v for (s, a), v in grades.score.items() if a == assignment]
             top = grades.max_assignment[assignment]
             ax.hist(scores, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4878a8")

@@ -144,19 +144,21 @@ def write_catalogue_submissions(
 ) -> dict[str, dict[str, Any]]:
     """Submit the reference and every catalogue entry of ``assignment`` into ``course_root/submitted``.
 
-    ``catalogue_root`` is where ``tests/catalogue`` and the sources live (default ``course_root``).
+    The notebooks are built from the source and release inside ``course_root``; the catalogue is read
+    from ``catalogue_root/tests/catalogue`` (default ``course_root``), e.g. the repository when
+    ``course_root`` is a temporary copy of the course.
     Returns student id -> ``{"kind": "reference" | "wrong" | "correct", "entry": <catalogue dict or None>}``.
     """
     catalogue_root = Path(catalogue_root or course_root)
     wrong, correct = load_catalogue(assignment, course_root=catalogue_root)
     students: dict[str, dict[str, Any]] = {}
-    write_submission(reference_notebook(assignment, course_root=catalogue_root), course_root=course_root,
+    write_submission(reference_notebook(assignment, course_root=course_root), course_root=course_root,
                      student=REFERENCE_STUDENT, assignment=assignment)
     students[REFERENCE_STUDENT] = {"kind": "reference", "entry": None}
     for kind, entries in (("wrong", wrong), ("correct", correct)):
         for entry in entries:
             sid = student_id(kind, entry["name"])
-            nb = student_notebook(assignment, entry["replace"], course_root=catalogue_root)
+            nb = student_notebook(assignment, entry["replace"], course_root=course_root)
             write_submission(nb, course_root=course_root, student=sid, assignment=assignment)
             students[sid] = {"kind": kind, "entry": entry}
     return students

@@ -22,7 +22,7 @@ from autograder.grading.workers import RunningNotebook, wait_any
 WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square
 HANGS = "import time\nwhile True:\n    time.sleep(0.05)\n"
 CRASHES = "import os\nos._exit(3)\n"
-HOGS = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 2**20))\n"
+HOGS = "chunks = []\nwhile True:\n    chunks.append(bytearray(2**30))\n"
 
 
 def _cell_scores(root: Path, student: str) -> dict[str, float]:
@@ -40,7 +40,7 @@ def graded_toy(tmp_path_factory):
     toy.submit(root, "hangs", total=HANGS)
     toy.submit(root, "crashes", total=CRASHES)
     toy.submit(root, "hogs", total=HOGS)
-    summary = grade(course_root=root, workers_count=2, timeout=2, memory_limit_gb=0.5,
+    summary = grade(course_root=root, workers_count=2, timeout=3, memory_limit_gb=0.5,
                     allow_cpu=True, progress=False)
     return root, {r.student: r for r in summary.results}
 
@@ -194,3 +194,17 @@ def _graded(root: Path, students: list[str]) -> set[str]:
 
 def _record_mtime(root: Path, student: str) -> float:
     return (root / "autograded" / student / toy.ASSIGNMENT / "autograder.json").stat().st_mtime
+
+
+def test_a_child_that_cannot_start_is_not_a_zero(tmp_path):
+    """A grading-machine failure before the first cell records nothing (the student keeps no 0)."""
+    from autograder.errors import GradingError
+    from autograder.grading.record import executed_notebook
+
+    job = ExecutionJob(cells=[(0, "x = 1", [])], workdir=str(tmp_path / "missing"), timeout=5,
+                       address_space_bytes=None, threads=1)
+    run = _watch(job, rss_limit=None)
+    assert run.reason and run.outputs == {} and run.running_cell is None
+    nb = toy.source_notebook()
+    with pytest.raises(GradingError, match="before running any cell"):
+        executed_notebook(nb, run)

@@ -201,12 +201,12 @@ GPU_ASSIGNMENTS = [a for a in ASSIGNMENTS if _gpu_cells(a)]
 @pytest.mark.parametrize("assignment", GPU_ASSIGNMENTS or [pytest.param(None, marks=pytest.mark.skip(
     reason="no released assignment has a *_gpu grade cell yet"))])
 def test_reference_without_allow_cpu_loses_exactly_its_gpu_cells(graded_catalogue_course, assignment):
-    from conftest import ROOT, read_scores
+    from conftest import read_scores
 
     from autograder import samples
 
     course = graded_catalogue_course
-    samples.write_submission(samples.reference_notebook(assignment, course_root=ROOT), course_root=course.root,
+    samples.write_submission(samples.reference_notebook(assignment, course_root=course.root), course_root=course.root,
                              student="reference_cpu_only", assignment=assignment)
     course.nbgrader("autograde", assignment, "--student", "reference_cpu_only", "--force", allow_cpu=False)
     scores = read_scores(course.db_url, assignment, ["reference_cpu_only"])["reference_cpu_only"]

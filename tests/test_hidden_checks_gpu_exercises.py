@@ -209,7 +209,7 @@ def test_gpu_check_script_reports_a_failing_check_without_crashing(monkeypatch):
 
 
 def test_virtual_tokens_count_reads_and_refuse_whole_conversion():
-    tokens = get_batch_checks._VirtualTokens(10**12, budget=100)
+    tokens = get_batch_checks._VirtualTokens(10**12, budget=100, needed=50)
     assert tokens[65535:65538].tolist() == [65535, 0, 1] and tokens.read == 3
     assert tokens[torch.tensor([[1, 2], [3, 4]])].shape == (2, 2) and tokens.read == 7
     with pytest.raises(AssertionError, match="converted the whole"):
@@ -224,6 +224,16 @@ def test_transfer_spy_restores_tensor_methods_even_after_an_error():
         torch.ones(2).to("cpu")
         raise RuntimeError("boom")
     assert {name: torch.Tensor.__dict__.get(name) for name in before} == before
+
+
+def test_transfer_spy_sees_copies_to_another_device():
+    """The meta device stands in for CUDA here: .to and .copy_ from the CPU are recorded."""
+    spy = get_batch_checks._TransferSpy()
+    with spy.watching():
+        torch.ones(2).to("cpu")  # no transfer
+        torch.ones(2).to("meta", non_blocking=True)
+        torch.empty(2, device="meta").copy_(torch.ones(2))
+    assert spy.copies == [(False, True), (False, False)] and spy.pinned == 0
 
 
 def test_get_batch_checks_leave_global_random_states_alone():

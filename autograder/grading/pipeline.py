@@ -30,10 +30,15 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.course import Course, load_course
-from autograder.errors import DeviceError
+from autograder.errors import DeviceError, GradingError
 from autograder.grading import record, workers
 from autograder.grading.execute import ExecutionJob
-from autograder.grading.steps import AutogradeSteps, autograde_steps, execute_timeout, nbgrader_resources
+from autograder.grading.steps import (
+    AutogradeSteps,
+    autograde_steps,
+    execute_timeout,
+    nbgrader_resources,
+)
 from autograder.grading.transaction import borrowed_gradebook
 
 STAGING_PREFIX = ".grading-"
@@ -82,6 +87,9 @@ class GradeSummary:
     results: tuple[SubmissionResult, ...]
     device: str
     seconds: float
+    # where the time went (seconds): "setup" (course, torch, template start), "sanitize" and
+    # "record" (parent, summed), "execute" (children's wall time, summed over parallel workers)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -125,9 +133,12 @@ def grade(
 
     workers.start_template()
     vm, rss = workers.template_footprint()
+    timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
     address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
-    rss_limit = rss + limit if limit else None
+    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
+    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
+    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
     threads = max(1, (os.cpu_count() or 1) // workers_count)
 
     results: list[SubmissionResult] = []
@@ -154,16 +165,19 @@ def grade(
                 # sanitize the next submission when the execute queue runs low
                 while pending_subs and len(queue) < workers_count:
                     student, name = pending_subs.popleft()
+                    clock = time.monotonic()
                     try:
                         submission = _sanitize(course, steps, gb, student=student, assignment=name,
                                                logger=logger)
+                        timings["sanitize"] += time.monotonic() - clock
                     except Exception as error:  # noqa: BLE001 - one bad submission never stops a batch
                         results.append(SubmissionResult(student, name, "failed",
                                                         reasons=(f"could not prepare: {error}",)))
                         advance(student, name)
                         continue
                     if not submission.notebooks:
-                        results.append(_record(course, steps, gb, submission, logger, device_used))
+                        results.append(_record(course, steps, gb, submission, logger, device_used,
+                                               timings))
                         advance(student, name)
                         continue
                     in_flight[id(submission)] = submission
@@ -185,16 +199,18 @@ def grade(
                     nb_run.run.pump()
                     if nb_run.run.finished:
                         nb_run.seconds = time.monotonic() - nb_run.run.started
+                        timings["execute"] += nb_run.seconds
                         nb_run.run.close()
                         if all(r.run is not None and r.run.finished for r in submission.notebooks):
                             in_flight.pop(id(submission), None)
-                            results.append(_record(course, steps, gb, submission, logger, device_used))
+                            results.append(_record(course, steps, gb, submission, logger,
+                                                   device_used, timings))
                             advance(submission.student, submission.assignment)
                     else:
                         still_running.append((submission, nb_run))
                 running = still_running
     return GradeSummary(results=tuple(results), device=device_used,
-                        seconds=time.monotonic() - started)
+                        seconds=time.monotonic() - started, timings=timings)
 
 
 def _resolve_device(course: Course, assignments: Sequence[str], *, device: str,
@@ -296,18 +312,21 @@ def _sanitize(course: Course, steps: AutogradeSteps, gb, *, student: str, assign
 
 
 def _record(course: Course, steps: AutogradeSteps, gb, submission: Submission,
-            logger: logging.Logger, device_used: str) -> SubmissionResult:
+            logger: logging.Logger, device_used: str, timings: dict[str, float]) -> SubmissionResult:
     handler = _ListHandler(submission.log)
     logger.addHandler(handler)
+    clock = time.monotonic()
     try:
         return record.record_submission(course, steps, gb, submission, logger=logger,
                                         device=device_used)
     except Exception as error:  # noqa: BLE001 - reported, the batch goes on
         shutil.rmtree(submission.stage, ignore_errors=True)
+        why = str(error) if isinstance(error, GradingError) else f"{type(error).__name__}: {error}"
         return SubmissionResult(submission.student, submission.assignment, "failed",
-                                reasons=(f"could not record: {type(error).__name__}: {error}",))
+                                reasons=(f"not graded: {why}",))
     finally:
         logger.removeHandler(handler)
+        timings["record"] += time.monotonic() - clock
 
 
 class _progress:
@@ -320,8 +339,14 @@ class _progress:
         if not self.enabled or self.total == 0:
             return lambda student, assignment: None
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._bar = Progress(TextColumn(f"grading on {self.device}"), BarColumn(),
                              MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),

@@ -27,6 +27,7 @@ from sqlalchemy.exc import SAWarning
 
 import autograder
 from autograder.course import Course
+from autograder.errors import GradingError
 from autograder.grading.steps import AutogradeSteps, nbgrader_resources
 from autograder.grading.transaction import borrowed_gradebook, one_transaction
 
@@ -91,6 +92,10 @@ def _copy(src: Path, dest: Path) -> None:
 def executed_notebook(nb: NotebookNode, run) -> tuple[NotebookNode, list[str]]:
     """Put the child's outputs into the sanitized notebook. Cells it never finished get an error output
     naming the reason, so nbgrader's scoring gives them 0 (never the full marks of an empty output)."""
+    if run.reason is not None and not run.outputs and run.running_cell is None:
+        # the child died before running a single cell: a grading-machine problem, not the student's
+        raise GradingError(f"the grading process failed before running any cell ({run.reason}); "
+                           "nothing recorded")
     reasons = [] if run.reason is None else [run.reason]
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":

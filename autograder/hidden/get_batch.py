@@ -30,7 +30,6 @@ import torch
 from autograder.hidden._base import CheckRandom, expect, hidden_check
 from autograder.hidden._gpu import gpu_device
 
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -186,8 +185,8 @@ class _VirtualTokens:
     materialized: it counts every token read and fails when more than ``budget`` are read or when
     someone converts the whole of it (np.array, astype, iteration, torch.tensor)."""
 
-    def __init__(self, length: int, budget: int) -> None:
-        self._length, self.budget, self.read = length, budget, 0
+    def __init__(self, length: int, budget: int, needed: int) -> None:
+        self._length, self.budget, self.needed, self.read = length, budget, needed, 0
         self.dtype = np.dtype(np.uint16)
         self.shape, self.ndim, self.size = (length,), 1, length
 
@@ -197,7 +196,7 @@ class _VirtualTokens:
     def _too_much(self, how: str) -> AssertionError:
         return AssertionError(
             f"get_batch {how} a dataset of {self._length:,} tokens (a memmap far larger than memory) "
-            f"to build one batch that needs about {self.budget // 2:,} tokens. Read only the rows you "
+            f"to build one batch that needs {self.needed:,} tokens. Read only the rows you "
             f"need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def __getitem__(self, key: Any) -> Any:
@@ -236,7 +235,7 @@ def check_get_batch_reads(get_batch, *, rng: CheckRandom) -> None:
     """On 10**12 virtual tokens, a batch reads at most twice its own size and is still right."""
     batch_size, context_length = rng.randint(2, 16), rng.randint(2, 64)
     needed = batch_size * (context_length + 1)
-    dataset = _VirtualTokens(10**12, budget=2 * needed + 16)
+    dataset = _VirtualTokens(10**12, budget=2 * needed + 16, needed=needed)
     x, y = _call(get_batch, dataset, batch_size, context_length, "cpu")
     what = f"get_batch(a 10**12-token memmap, {batch_size}, {context_length}, 'cpu')"
     _expect_layout(x, y, batch_size, context_length, "cpu", what)

@@ -28,7 +28,6 @@
 import copy
 
 import torch
-from torch import nn
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "adagrad_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## AdaGrad
@@ -48,7 +47,8 @@ class AdaGrad(torch.optim.Optimizer):
 
     ``AdaGrad(params, lr=1e-2, eps=1e-10)`` takes parameters or param groups like any torch optimizer.
     ``step(closure=None)`` updates every parameter whose ``.grad`` is not None (others are skipped),
-    using its group's ``lr`` and ``eps``, and returns the closure's loss (None without a closure). The
+    using its group's ``lr`` and ``eps``, and returns the closure's loss (None without a closure; call
+    the closure under ``torch.enable_grad()``, since ``step`` itself runs under ``no_grad``). The
     trajectory equals ``torch.optim.Adagrad(params, lr=lr, eps=eps)``. Per-parameter state lives in
     ``self.state[p]["sum"]`` (same shape, dtype and device as ``p``), so ``state_dict()`` and
     ``load_state_dict()`` resume training exactly.
@@ -105,6 +105,21 @@ for _kwargs in [{}, {"lr": 0.1, "eps": 0.5}]:
         f"expected {_want.tolist()} like torch.optim.Adagrad, got {_got.tolist()}. "
         "With eps=0.5 a wrong eps placement (inside the square root) shows up clearly."
     )
+_p = torch.tensor([1.0, -1.0], requires_grad=True)
+_optimizer = AdaGrad([_p], lr=0.1)
+
+
+def _closure():
+    _optimizer.zero_grad()
+    _loss = (_p**2).sum()
+    _loss.backward()
+    return _loss
+
+
+_returned = _optimizer.step(_closure)
+assert isinstance(_returned, torch.Tensor) and _returned.item() == 2.0, (
+    f"step(closure) should evaluate the closure (loss 2.0 here) and return its loss, got {_returned!r}"
+)
 ### BEGIN HIDDEN TESTS
 from autograder.hidden import adagrad as _hidden
 

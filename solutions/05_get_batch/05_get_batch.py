@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jaxtyping import Int
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "get_batch_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## `get_batch`
@@ -43,8 +44,8 @@ import torch
 # while the GPU keeps working. Pinning needs CUDA, so do it only for a CUDA device.
 
 # %% nbgrader={"grade": false, "grade_id": "get_batch", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def get_batch(dataset, batch_size: int, context_length: int,
-              device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def get_batch(dataset, batch_size: int, context_length: int, device: str | torch.device
+              ) -> tuple[Int[torch.Tensor, "batch seq"], Int[torch.Tensor, "batch seq"]]:
     """Sample a language-modelling batch ``(x, y)`` from a 1-D sequence of token ids.
 
     ``dataset`` is a 1-D ``np.ndarray`` or ``np.memmap`` of integer token ids (possibly far larger than
