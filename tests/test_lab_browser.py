@@ -8,7 +8,8 @@ Validate button. A second notebook gets a wrong implementation typed in, and the
 test's message must be on screen. The server is shut down and no process of it may be left.
 
 Screenshots: test-artifacts/screenshots/lab/. LAB_TEST_ASSIGNMENT picks another exercise (default
-03_flops); LAB_TEST_WRONG picks the catalogue entry typed in as the wrong implementation.
+03_flops); LAB_TEST_WRONG picks the catalogue entry typed in as the wrong implementation; LAB_JUPYTER
+runs another installation's `jupyter` (default: this environment's).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ASSIGNMENT = os.environ.get("LAB_TEST_ASSIGNMENT", "03_flops")
 WRONG_ENTRY = os.environ.get("LAB_TEST_WRONG", "matmul_no_factor_two")
-JUPYTER = Path(sys.executable).parent / "jupyter"
+# LAB_JUPYTER tries another installation (e.g. a student venv with only the documented packages).
+JUPYTER = Path(os.environ.get("LAB_JUPYTER", Path(sys.executable).parent / "jupyter"))
 SERVER_START_S = 120
 KERNEL_READY_S = 120
 RUN_ALL_S = 300

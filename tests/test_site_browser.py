@@ -101,13 +101,11 @@ def page(site_url, browser_context):
 def wait_for_mathjax(page) -> None:
     """Wait until MathJax (if the page loads it) has finished typesetting."""
     page.wait_for_load_state("load")
+    # MathJax's script is deferred, so after "load" it either ran (startup exists) or failed to load.
     page.evaluate(
         """async () => {
-            if (!document.querySelector('script[src*="mathjax" i], script[id*="MathJax" i]')) return;
-            for (let i = 0; i < 200 && !(window.MathJax && window.MathJax.startup
-                                         && window.MathJax.startup.promise); i++)
-                await new Promise(r => setTimeout(r, 50));
-            if (window.MathJax && window.MathJax.startup) await window.MathJax.startup.promise;
+            const mj = window.MathJax;
+            if (mj && mj.startup && mj.startup.promise) await mj.startup.promise;
         }"""
     )
 
@@ -179,41 +177,40 @@ def visible_prose_problems(page) -> list[str]:
     )
 
 
-def source_has_math(docname: str) -> int:
-    """How many math elements Sphinx wrote into the page's HTML (before any JavaScript runs)."""
-    html = (HTML_DIR / html_path(docname)).read_text(encoding="utf-8")
-    return len(re.findall(r'class="math notranslate', html))
+def math_problems(page) -> list[str]:
+    """Every math element Sphinx wrote (article, headings, page table of contents) holds MathJax
+    output, no MathJax error is shown, and no raw TeX remains in the prose."""
+    untypeset = page.evaluate(
+        """() => [...document.querySelectorAll('.math')]
+                 .filter(el => !el.querySelector('mjx-container'))
+                 .map(el => el.textContent.trim().slice(0, 80))"""
+    )
+    problems = [f"math not typeset by MathJax: {tex}" for tex in untypeset]
+    if untypeset and not page.evaluate("() => !!(window.MathJax && window.MathJax.startup)"):
+        problems.append("MathJax is not running on this page (see the browser problems)")
+    return problems + visible_prose_problems(page)
 
 
-def check_math(page, docname: str) -> None:
-    expected = source_has_math(docname)
-    if expected:
-        typeset = page.locator(f"{ARTICLE} mjx-container").count()
-        assert typeset >= expected, (
-            f"{docname}: {expected} math elements in the HTML but MathJax typeset {typeset} "
-            "(MathJax did not load or failed; see the browser problems above)"
-        )
-    leftovers = visible_prose_problems(page)
-    assert not leftovers, f"{docname}: math not rendered:\n  " + "\n  ".join(leftovers)
-
-
-def check_cell_outputs(page, docname: str) -> None:
+def output_problems(page) -> list[str]:
     """A chapter page executed at build time: its code cells show outputs, and none is an error
     unless the cell is tagged raises-exception."""
     cells = page.locator(f"{ARTICLE} div.cell").count()
-    assert cells >= 1, f"{docname}: a chapter page with no code cells"
+    if cells == 0:
+        return ["a chapter page with no code cells"]
+    problems = []
     shown = page.eval_on_selector_all(
         f"{ARTICLE} .cell_output",
         "outs => outs.filter(o => o.innerText.trim() || o.querySelector('img, svg, table')).length",
     )
-    assert shown >= 1, (
-        f"{docname}: {cells} code cells but no non-empty .cell_output (was it executed?)"
-    )
+    if shown == 0:
+        problems.append(f"{cells} code cells but no non-empty .cell_output (was it executed?)")
     errors = page.eval_on_selector_all(
         f"{ARTICLE} div.cell:not(.tag_raises-exception) .cell_output .output.traceback",
         "outs => outs.map(o => o.innerText.trim().split('\\n').slice(-1)[0])",
     )
-    assert not errors, f"{docname}: cells show error tracebacks: {errors}"
+    if errors:
+        problems.append(f"cells show error tracebacks: {errors}")
+    return problems
 
 
 def check_exercise_buttons(page, site_url: str, docname: str) -> None:
@@ -268,10 +265,11 @@ def test_toc_page_via_sidebar(page, site_url, docname):
     assert page.locator(f"{ARTICLE} h1").count() >= 1, f"{docname}: page has no <h1> heading"
     screenshot(page, f"site/{docname.replace('/', '__')}")
 
-    assert_clean(page, docname)
-    check_math(page, docname)
+    # Every check runs, so one failure report lists everything wrong with the page.
+    problems = page.watch.problems() + math_problems(page)
     if docname.startswith("chapters/"):
-        check_cell_outputs(page, docname)
+        problems += output_problems(page)
+    assert not problems, f"{docname}:\n  " + "\n  ".join(problems)
     if docname.startswith("exercises/"):
         check_exercise_buttons(page, site_url, docname)
 
