@@ -38,7 +38,7 @@ serve: site
 
 ## Open JupyterLab on the exercises, with nbgrader's extensions (student workflow).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=exercises
+	$(BIN)/jupyter lab --notebook-dir=exercises $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 ## Regenerate exercises/ from solutions/ (instructors).
 release: $(STAMP)

@@ -27,7 +27,7 @@ from autograder.report import report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_ASSIGNMENTS = ("01_strides", "03_flops")
-DEMO_TIMEOUT_S = 5.0
+DEMO_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,7 +71,7 @@ def kernel_costs() -> dict[str, float]:
 
     env = nbgrader_environment()
     started = time.perf_counter()
-    manager, client = start_new_kernel(kernel_name="python3", env=env)
+    manager, client = start_new_kernel(kernel_name="python3", env=env, stderr=subprocess.DEVNULL)
     ready = time.perf_counter()
     client.execute_interactive("import torch, numpy, einops, jaxtyping, beartype", timeout=120)
     imported = time.perf_counter()

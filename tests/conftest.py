@@ -5,7 +5,8 @@ Fixtures (all session-scoped unless noted):
 - ``assignments``: the assignments that have a source, a committed release and a catalogue.
 - ``graded_catalogue_course``: a temporary copy of the course where every assignment in ``assignments``
   was released, the reference solution and every catalogue entry submitted as a student, and ONE
-  ``nbgrader autograde <assignment>`` run per assignment with AUTOGRADER_ALLOW_CPU=1. Yields a
+  ``nbgrader autograde <assignment>`` run per assignment with AUTOGRADER_ALLOW_CPU=1 (CATALOGUE_JOBS of
+  them at once, default 2, all on one gradebook). Yields a
   ``GradedCourse`` (see its docstring): the course directory (with gradebook.db, submitted/, autograded/),
   the students per assignment and their scores per grade cell read from nbgrader's Gradebook.
   Other tests (feedback, export, the autograder's own tests) can reuse the graded directory read-only or
@@ -18,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,18 +101,38 @@ def read_scores(db_url: str, assignment: str, students: list[str]) -> dict[str, 
     return scores
 
 
+def catalogue_jobs() -> int:
+    """How many `nbgrader autograde` runs (one per assignment) go at once: CATALOGUE_JOBS, default 2."""
+    value = os.environ.get("CATALOGUE_JOBS", "2")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"CATALOGUE_JOBS must be a positive integer, got {value!r}")
+    return int(value)
+
+
 @pytest.fixture(scope="session")
 def graded_catalogue_course(tmp_path_factory: pytest.TempPathFactory, assignments: list[str]) -> GradedCourse:
-    """See the module docstring. Grades every catalogue once per session (minutes, not seconds)."""
+    """See the module docstring. Grades every catalogue once per session (minutes, not seconds).
+
+    The per-assignment autograde runs share one gradebook; students are created up front so that
+    concurrent runs (CATALOGUE_JOBS) never race to insert the same student row.
+    """
     root = copy_course(ROOT, tmp_path_factory.mktemp("graded") / "course")
     course = GradedCourse(root=root, assignments=list(assignments))
     release(assignments=assignments, course_root=root)
     for assignment in assignments:
         course.students[assignment] = samples.write_catalogue_submissions(
             assignment, course_root=root, catalogue_root=ROOT)
+    with Gradebook(course.db_url) as gb:
+        for student in sorted({s for students in course.students.values() for s in students}):
+            gb.update_or_create_student(student)
+
+    def autograde(assignment: str) -> None:
         started = time.perf_counter()
         course.nbgrader("autograde", assignment, "--force")
         course.autograde_seconds[assignment] = time.perf_counter() - started
+
+    with ThreadPoolExecutor(max_workers=catalogue_jobs()) as pool:
+        list(pool.map(autograde, assignments))  # list() re-raises the first failure
+    for assignment in assignments:
         course.scores[assignment] = read_scores(course.db_url, assignment, list(course.students[assignment]))
     return course
-

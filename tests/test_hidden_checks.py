@@ -205,3 +205,40 @@ def test_strides_reference_matches_torch(strides_ref, layout):
             s = view.select(-1, -1)
             assert strides_ref["select_metadata"](shape, stride, offset, -1, -1) == \
                 (tuple(s.shape), s.stride(), s.storage_offset())
+
+
+# --- 03_flops: the reference agrees with FlopCounterMode on any chain (hypothesis) -----------------
+
+@pytest.fixture(scope="module")
+def flops_ref():
+    return samples.solution_namespace("03_flops", course_root=ROOT)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(1, 10**7), dims=st.lists(st.integers(1, 10**7), min_size=1, max_size=5),
+       input_requires_grad=st.booleans())
+def test_flops_reference_matches_flop_counter(flops_ref, batch, dims, input_requires_grad):
+    from autograder.hidden.flops import counted_chain_flops
+
+    if len(dims) == 1:
+        assert flops_ref["forward_flops"](batch, dims) == 0
+        return
+    forward, backward = counted_chain_flops(batch, dims, input_requires_grad=input_requires_grad)
+    assert flops_ref["forward_flops"](batch, dims) == forward
+    assert flops_ref["backward_flops"](batch, dims, input_requires_grad) == backward
+    assert flops_ref["matmul_flops"](batch, dims[0], dims[1]) == counted_chain_flops(batch, dims[:2])[0]
+
+
+# --- 02_einops: merge_heads inverts split_heads (hypothesis) -----------------------------------------
+
+@pytest.fixture(scope="module")
+def einops_ref():
+    return samples.solution_namespace("02_einops", course_root=ROOT)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 3), seq=st.integers(1, 5), heads=st.integers(1, 4), d_head=st.integers(1, 4))
+def test_einops_reference_merge_inverts_split(einops_ref, batch, seq, heads, d_head):
+    ref = einops_ref
+    x = torch.randn(batch, seq, heads * d_head)
+    assert torch.equal(ref["merge_heads"](ref["split_heads"](x, heads)), x)

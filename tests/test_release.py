@@ -26,6 +26,7 @@ def test_there_are_releases_to_check():
     assert "01_strides" in ASSIGNMENTS, "expected at least solutions/01_strides/01_strides.py"
 
 
+@pytest.mark.slow
 def test_regenerating_releases_gives_no_diff():
     problems = check_release_drift(assignments=ASSIGNMENTS, course_root=ROOT)
     assert not problems, "exercises/ is stale:\n" + "\n".join(problems)

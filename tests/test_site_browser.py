@@ -221,6 +221,23 @@ def check_exercise_buttons(page, site_url: str, docname: str) -> None:
     with urllib.request.urlopen(href, timeout=10) as reply:
         nb = json.loads(reply.read())
     assert nb.get("nbformat") == 4 and nb.get("cells"), f"{docname}: {href} is not a notebook"
+    offered = [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]
+    ]
+    leaks = [
+        m for m in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS") if any(m in src for src in offered)
+    ]
+    assert not leaks, f"{docname}: the downloadable notebook contains {leaks} regions"
+    release = BOOK_ROOT / f"{docname}.ipynb"
+    if release.is_file():
+        committed = json.loads(release.read_text(encoding="utf-8"))
+        expected = [
+            "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in committed["cells"]
+        ]
+        assert offered == expected, (
+            f"{docname}: the download differs from the committed {release.name}"
+        )
 
     launch = BOOK_CONFIG.get("launch_buttons") or {}
     hub = (launch.get("jupyterhub_url") or "").rstrip("/")

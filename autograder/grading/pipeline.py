@@ -120,6 +120,7 @@ def grade(
     """
     started = time.monotonic()
     course = load_course(course_root, db_url=db_url)
+    workers.start_template()  # its imports overlap with the checks below
     names = list(assignments) if assignments else course.submitted_assignments()
     for name in names:
         course.require_assignment(name)
@@ -131,7 +132,6 @@ def grade(
     steps = autograde_steps(course)
     env = _child_env(device_used=device_used, allow_cpu=allow_cpu)
 
-    workers.start_template()
     vm, rss = workers.template_footprint()
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
