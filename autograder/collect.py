@@ -72,11 +72,15 @@ def collect(*, source: Path, assignment: str | None = None, course_root: Path = 
     with tempfile.TemporaryDirectory(prefix="autograder-collect-") as tmp:
         root = _unpack(source, Path(tmp)) if source.is_file() else source
         result = CollectResult()
-        offers = _find_offers(root, course, assignment=assignment, regex=regex, result=result)
+        def shown(path: Path) -> str:
+            return _shown(path, root, source)
+
+        offers = _find_offers(root, course, assignment=assignment, regex=regex, result=result,
+                              shown=shown)
         expected = {name: _grade_ids(course, name) for name in {o.assignment for o in offers}}
         for offer in offers:
             _take(course, offer, expected[offer.assignment], force=force, result=result,
-                  shown=lambda p: _shown(p, root, source))
+                  shown=shown)
     return result
 
 
@@ -100,7 +104,7 @@ def _shown(path: Path, root: Path, source: Path) -> str:
 
 
 def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: re.Pattern,
-                 result: CollectResult) -> list[_Offer]:
+                 result: CollectResult, shown) -> list[_Offer]:
     known = set(course.gradebook_assignments())
     offers: list[_Offer] = []
     nested = [p for p in root.glob("*/*") if p.is_dir() and p.name in known]
@@ -120,11 +124,11 @@ def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: r
         return [o for o in offers if o.assignment in known]
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not _junk(p)):
         if path.suffix != ".ipynb":
-            result.refused.append(f"{path.relative_to(root)}: not a notebook (expected a .ipynb file)")
+            result.refused.append(f"{shown(path)}: not a notebook (expected a .ipynb file)")
             continue
         match = regex.search(path.name)
         if match is None:
-            result.refused.append(f"{path.relative_to(root)}: the file name does not match the "
+            result.refused.append(f"{shown(path)}: the file name does not match the "
                                   f"student-id pattern {regex.pattern!r}")
             continue
         name = match.groupdict().get("assignment") or assignment

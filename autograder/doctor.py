@@ -55,9 +55,13 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         workers.start_template()
         warm = time.perf_counter() - started
         started = time.perf_counter()
-        _, rss = workers.template_footprint()
-        result.add("warm template", f"started in {warm:.1f} s; a forked child in "
-                   f"{(time.perf_counter() - started) * 1000:.0f} ms, {rss / 2**20:.0f} MiB resident")
+        probe = workers.probe_template()
+        warm = time.perf_counter() - started + warm
+        started = time.perf_counter()
+        probe = workers.probe_template()
+        result.add("warm template", f"ready in {warm:.1f} s; a forked child in "
+                   f"{(time.perf_counter() - started) * 1000:.0f} ms, "
+                   f"{probe.resident_bytes / 2**20:.0f} MiB resident")
     try:
         from autograder.course import load_course
         from autograder.grading.record import gpu_cells

@@ -68,8 +68,13 @@ def test_reference_scores_sixty_when_all_six_exist(graded_catalogue_course):
 @pytest.fixture(scope="session")
 def feedback_course(graded_catalogue_course):
     """The graded course after `nbgrader generate_feedback` for every assignment."""
-    for assignment in graded_catalogue_course.assignments:
-        graded_catalogue_course.nbgrader("generate_feedback", assignment, "--force")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import catalogue_jobs
+
+    with ThreadPoolExecutor(max_workers=catalogue_jobs()) as pool:
+        list(pool.map(lambda a: graded_catalogue_course.nbgrader("generate_feedback", a, "--force"),
+                      graded_catalogue_course.assignments))
     return graded_catalogue_course
 
 

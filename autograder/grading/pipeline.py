@@ -126,13 +126,13 @@ def grade(
         course.require_assignment(name)
     if allow_cpu is None:
         allow_cpu = os.environ.get("AUTOGRADER_ALLOW_CPU") == "1"
-    device_used = _resolve_device(course, names, device=device, allow_cpu=allow_cpu)
+    probe = workers.probe_template()
+    device_used = _resolve_device(course, names, device=device, allow_cpu=allow_cpu, probe=probe)
     workers_count = max(1, workers_count or os.cpu_count() or 1)
     timeout = execute_timeout(course) if timeout is None else (timeout if timeout > 0 else None)
-    steps = autograde_steps(course)
     env = _child_env(device_used=device_used, allow_cpu=allow_cpu)
 
-    vm, rss = workers.template_footprint()
+    vm, rss = probe.virtual_bytes, probe.resident_bytes
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
     address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
@@ -141,89 +141,114 @@ def grade(
     rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
     threads = max(1, (os.cpu_count() or 1) // workers_count)
 
-    results: list[SubmissionResult] = []
-    todo: list[tuple[str, str]] = []
     with course.gradebook() as gb:
-        for name in names:
-            wanted = course.submitted_students(name)
-            if students:
-                wanted = [s for s in wanted if s in set(students)]
-            for student in wanted:
-                _remove_stale_stages(course, student, name)
-                if not force and record.is_graded(gb, course, student=student, assignment=name):
-                    results.append(SubmissionResult(student, name, "skipped"))
-                else:
-                    todo.append((student, name))
-
-        logger = logging.getLogger("autograder.nbgrader")
-        queue: deque[tuple[Submission, NotebookRun]] = deque()
-        in_flight: dict[int, Submission] = {}
-        running: list[tuple[Submission, NotebookRun]] = []
-        pending_subs = deque(todo)
+        results, todo = _plan(course, gb, names, students=students, force=force)
+        batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
+                       workers_count=workers_count, timings=timings,
+                       make_job=lambda nb, workdir: _job(
+                           nb, workdir, timeout=timeout, env=env, address_space=address_space,
+                           threads=threads),
+                       rss_limit=rss_limit)
         with _progress(progress, total=len(todo), device=device_used) as advance:
-            while pending_subs or queue or running:
-                # sanitize the next submission when the execute queue runs low
-                while pending_subs and len(queue) < workers_count:
-                    student, name = pending_subs.popleft()
-                    clock = time.monotonic()
-                    try:
-                        submission = _sanitize(course, steps, gb, student=student, assignment=name,
-                                               logger=logger)
-                        timings["sanitize"] += time.monotonic() - clock
-                    except Exception as error:  # noqa: BLE001 - one bad submission never stops a batch
-                        results.append(SubmissionResult(student, name, "failed",
-                                                        reasons=(f"could not prepare: {error}",)))
-                        advance(student, name)
-                        continue
-                    if not submission.notebooks:
-                        results.append(_record(course, steps, gb, submission, logger, device_used,
-                                               timings))
-                        advance(student, name)
-                        continue
-                    in_flight[id(submission)] = submission
-                    for nb_run in submission.notebooks:
-                        queue.append((submission, nb_run))
-                # fork children up to the worker count
-                while queue and len(running) < workers_count:
-                    submission, nb_run = queue.popleft()
-                    nb_run.run = workers.RunningNotebook(
-                        key=(submission.student, submission.assignment, nb_run.name),
-                        job=_job(nb_run.nb, submission.stage, timeout=timeout, env=env,
-                                 address_space=address_space, threads=threads),
-                        rss_limit_bytes=rss_limit)
-                    nb_run.run.start()
-                    running.append((submission, nb_run))
-                workers.wait_any([r.run for _, r in running], timeout=0.2)
-                still_running = []
-                for submission, nb_run in running:
-                    nb_run.run.pump()
-                    if nb_run.run.finished:
-                        nb_run.seconds = time.monotonic() - nb_run.run.started
-                        timings["execute"] += nb_run.seconds
-                        nb_run.run.close()
-                        if all(r.run is not None and r.run.finished for r in submission.notebooks):
-                            in_flight.pop(id(submission), None)
-                            results.append(_record(course, steps, gb, submission, logger,
-                                                   device_used, timings))
-                            advance(submission.student, submission.assignment)
-                    else:
-                        still_running.append((submission, nb_run))
-                running = still_running
+            results += batch.run(todo, advance)
     return GradeSummary(results=tuple(results), device=device_used,
                         seconds=time.monotonic() - started, timings=timings)
 
 
+def _plan(course: Course, gb, names: Sequence[str], *, students: Sequence[str] | None,
+          force: bool) -> tuple[list[SubmissionResult], list[tuple[str, str]]]:
+    """Split the submissions into already graded (skipped unless ``force``) and to do."""
+    skipped, todo = [], []
+    for name in names:
+        wanted = course.submitted_students(name)
+        if students:
+            wanted = [s for s in wanted if s in set(students)]
+        for student in wanted:
+            _remove_stale_stages(course, student, name)
+            if not force and record.is_graded(gb, course, student=student, assignment=name):
+                skipped.append(SubmissionResult(student, name, "skipped"))
+            else:
+                todo.append((student, name))
+    return skipped, todo
+
+
+@dataclass
+class _Batch:
+    """Moves submissions through the pipeline: sanitize ahead of the workers, fork up to
+    ``workers_count`` children, record each submission as soon as all its notebooks are done."""
+
+    course: Course
+    steps: AutogradeSteps
+    gb: object
+    device: str
+    workers_count: int
+    timings: dict[str, float]
+    make_job: object
+    rss_limit: int | None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("autograder.nbgrader"))
+
+    def run(self, todo: list[tuple[str, str]], advance) -> list[SubmissionResult]:
+        results: list[SubmissionResult] = []
+        pending = deque(todo)
+        queue: deque[tuple[Submission, NotebookRun]] = deque()
+        running: list[tuple[Submission, NotebookRun]] = []
+        while pending or queue or running:
+            while pending and len(queue) < self.workers_count:  # sanitize ahead of the workers
+                student, name = pending.popleft()
+                submission, failed = self._sanitize(student, name)
+                if failed is not None or not submission.notebooks:
+                    results.append(failed or self._record(submission))
+                    advance(student, name)
+                else:
+                    queue.extend((submission, nb_run) for nb_run in submission.notebooks)
+            while queue and len(running) < self.workers_count:  # execute: fork children
+                submission, nb_run = queue.popleft()
+                nb_run.run = workers.RunningNotebook(
+                    key=(submission.student, submission.assignment, nb_run.name),
+                    job=self.make_job(nb_run.nb, submission.stage), rss_limit_bytes=self.rss_limit)
+                nb_run.run.start()
+                running.append((submission, nb_run))
+            workers.wait_any([r.run for _, r in running], timeout=0.2)
+            still_running = []
+            for submission, nb_run in running:  # check, score, record finished submissions
+                nb_run.run.pump()
+                if not nb_run.run.finished:
+                    still_running.append((submission, nb_run))
+                    continue
+                nb_run.seconds = time.monotonic() - nb_run.run.started
+                self.timings["execute"] += nb_run.seconds
+                nb_run.run.close()
+                if all(r.run is not None and r.run.finished for r in submission.notebooks):
+                    results.append(self._record(submission))
+                    advance(submission.student, submission.assignment)
+            running = still_running
+        return results
+
+    def _sanitize(self, student: str, name: str) -> tuple[Submission | None, SubmissionResult | None]:
+        clock = time.monotonic()
+        try:
+            return _sanitize(self.course, self.steps, self.gb, student=student, assignment=name,
+                             logger=self.logger), None
+        except Exception as error:  # noqa: BLE001 - one bad submission never stops a batch
+            return None, SubmissionResult(student, name, "failed",
+                                          reasons=(f"could not prepare: {error}",))
+        finally:
+            self.timings["sanitize"] += time.monotonic() - clock
+
+    def _record(self, submission: Submission) -> SubmissionResult:
+        return _record(self.course, self.steps, self.gb, submission, self.logger, self.device,
+                       self.timings)
+
+
 def _resolve_device(course: Course, assignments: Sequence[str], *, device: str,
-                    allow_cpu: bool) -> str:
+                    allow_cpu: bool, probe: workers.TemplateProbe) -> str:
     """Apply the GPU rule of EXERCISES.md; return "cpu" or "cuda"."""
     if device not in ("auto", "cpu", "cuda"):
         raise DeviceError(f"--device must be auto, cpu or cuda, got {device!r}")
-    import torch
-
-    has_cuda = torch.cuda.is_available()
+    has_cuda = probe.cuda_available
     if device == "cuda" and not has_cuda:
         raise DeviceError("--device cuda: this machine has no CUDA device (torch "
-                          f"{torch.__version__}, CUDA build {torch.version.cuda})")
+                          f"{probe.torch_version}, CUDA build {probe.cuda_version})")
     used = "cuda" if (device == "cuda" or (device == "auto" and has_cuda)) else "cpu"
     gpu_assignments = [a for a in assignments if record.gpu_cells(course, a)]
     if used == "cpu" and gpu_assignments and not allow_cpu:
@@ -289,26 +314,37 @@ def _sanitize(course: Course, steps: AutogradeSteps, gb, *, student: str, assign
     handler = _ListHandler(submission.log)
     logger.addHandler(handler)
     try:
-        with borrowed_gradebook(gb):
-            for name in record.notebook_names(gb, assignment):
-                path = submission.submitted / f"{name}.ipynb"
-                if not path.is_file():
-                    submission.missing.append(name)
-                    continue
-                try:
-                    nb = nbformat.read(path, as_version=4)
-                except Exception as error:  # noqa: BLE001 - unreadable: graded as missing
-                    submission.missing.append(name)
-                    submission.log.append(f"{path.name}: not a readable notebook ({error}); "
-                                          "graded as missing")
-                    continue
-                resources = nbgrader_resources(course, student=student, assignment=assignment,
-                                               notebook=name, workdir=str(submission.stage))
-                nb = steps.run(steps.sanitize, nb, resources, logger)
-                submission.notebooks.append(NotebookRun(name=name, nb=nb))
+        _sanitize_notebooks(course, steps, gb, submission, logger)
+    except BaseException:
+        shutil.rmtree(submission.stage, ignore_errors=True)
+        raise
     finally:
         logger.removeHandler(handler)
     return submission
+
+
+def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb, submission: Submission,
+                        logger: logging.Logger) -> None:
+    """nbgrader's sanitize preprocessors on each notebook the gradebook expects; a missing or
+    unreadable notebook is recorded as missing (nbgrader gives it 0)."""
+    student, assignment = submission.student, submission.assignment
+    with borrowed_gradebook(gb):
+        for name in record.notebook_names(gb, assignment):
+            path = submission.submitted / f"{name}.ipynb"
+            if not path.is_file():
+                submission.missing.append(name)
+                continue
+            try:
+                nb = nbformat.read(path, as_version=4)
+            except Exception as error:  # noqa: BLE001 - unreadable: graded as missing
+                submission.missing.append(name)
+                submission.log.append(f"{path.name}: not a readable notebook ({error}); "
+                                      "graded as missing")
+                continue
+            resources = nbgrader_resources(course, student=student, assignment=assignment,
+                                           notebook=name, workdir=str(submission.stage))
+            nb = steps.run(steps.sanitize, nb, resources, logger)
+            submission.notebooks.append(NotebookRun(name=name, nb=nb))
 
 
 def _record(course: Course, steps: AutogradeSteps, gb, submission: Submission,

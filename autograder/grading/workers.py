@@ -67,23 +67,38 @@ def start_template() -> None:
     forkserver.ensure_running()
 
 
-def template_footprint() -> tuple[int, int]:
-    """(virtual, resident) bytes of a fresh child, measured by forking one: the baseline that the
-    per-submission memory limit is added to."""
+@dataclass(frozen=True)
+class TemplateProbe:
+    """What a fresh child of the template sees: its footprint (the baseline the per-submission memory
+    limit is added to) and the torch build, so the parent never has to import torch itself."""
+
+    virtual_bytes: int
+    resident_bytes: int
+    cuda_available: bool
+    torch_version: str
+    cuda_version: str | None
+
+
+def probe_template() -> TemplateProbe:
+    """Fork one child from the template and ask it (waits for the template's imports)."""
     ctx = _context()
     parent_end, child_end = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_report_footprint, args=(child_end,), daemon=True)
+    process = ctx.Process(target=_report_probe, args=(child_end,), daemon=True)
     _start(process)
     child_end.close()
-    vm, rss = parent_end.recv()
+    probe = parent_end.recv()
     process.join()
-    return vm, rss
+    return probe
 
 
-def _report_footprint(conn: Connection) -> None:
+def _report_probe(conn: Connection) -> None:
+    import torch
+
     with open("/proc/self/statm") as handle:
         size, resident = (int(x) * _PAGE for x in handle.read().split()[:2])
-    conn.send((size, resident))
+    # NVML-based check (PYTORCH_NVML_BASED_CUDA_CHECK=1): no CUDA context is created
+    conn.send(TemplateProbe(size, resident, torch.cuda.is_available(), torch.__version__,
+                            torch.version.cuda))
     conn.close()
 
 
