@@ -23,7 +23,10 @@ from autograder.errors import AutograderError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="autograder",
+        description="Release, collect, grade, give feedback on and report the course exercises "
+                    "(nbgrader underneath: its gradebook stays the system of record).")
     parser.add_argument("--course-root", type=Path, default=Path("."),
                         help="course directory holding nbgrader_config.py (default: .)")
     parser.add_argument("--db", dest="db_url", default=None,

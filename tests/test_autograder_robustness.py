@@ -11,6 +11,7 @@ from pathlib import Path
 
 import autograder_toy as toy
 import pytest
+import torch
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
@@ -42,8 +43,9 @@ def graded_toy(tmp_path_factory):
     toy.submit(root, "hangs", total=HANGS)
     toy.submit(root, "crashes", total=CRASHES)
     toy.submit(root, "hogs", total=HOGS)
+    # device="cpu": the address-space limit applies (on CUDA only the RSS watchdog does)
     summary = grade(course_root=root, workers_count=2, timeout=3, memory_limit_gb=0.5,
-                    allow_cpu=True, progress=False)
+                    device="cpu", allow_cpu=True, progress=False)
     return root, {r.student: r for r in summary.results}
 
 
@@ -98,11 +100,13 @@ def test_gpu_rule(tmp_path):
     toy.submit(root, "ref")
     with pytest.raises(DeviceError, match="--allow-cpu"):
         grade(course_root=root, device="cpu", allow_cpu=False, progress=False)
-    # no CUDA here: without --allow-cpu the GPU cell scores 0 with the NeedsGPU reason ...
     grade(course_root=root, device="auto", allow_cpu=False, progress=False)
-    assert _cell_scores(root, "ref")["test_total_gpu"] == 0.0
     nb = (root / "autograded/ref/toy/toy.ipynb").read_text()
-    assert "NeedsGPU" in nb and "needs a GPU runner" in nb
+    if torch.cuda.is_available():  # a GPU runner: the check runs on CUDA
+        assert _cell_scores(root, "ref")["test_total_gpu"] == 1.0 and "NeedsGPU" not in nb
+    else:  # without --allow-cpu the GPU cell scores 0 with the NeedsGPU reason ...
+        assert _cell_scores(root, "ref")["test_total_gpu"] == 0.0
+        assert "NeedsGPU" in nb and "needs a GPU runner" in nb
     # ... and with it, the check runs its CPU path in the child and says so
     grade(course_root=root, device="cpu", allow_cpu=True, force=True, progress=False)
     assert _cell_scores(root, "ref")["test_total_gpu"] == 1.0
