@@ -54,7 +54,7 @@ gpu-check: $(STAMP)
 
 ## Autograder throughput against plain nbgrader.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/autograde_throughput.py
+	$(BIN)/python benchmarks/autograde_throughput.py --students 8
 
 lint: $(STAMP)
 	$(BIN)/ruff check autograder tests benchmarks
