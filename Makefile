@@ -57,7 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/autograde_throughput.py --students 8
 
 lint: $(STAMP)
-	$(BIN)/ruff check autograder tests benchmarks
+	$(BIN)/ruff check autograder tests benchmarks solutions _ext
 
 clean:
 	rm -rf _build
