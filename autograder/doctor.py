@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import ALLOW_CPU_ENV
+
 
 @dataclass
 class Diagnosis:
@@ -47,7 +49,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.add("--device auto", "cuda")
     else:
         result.add("--device auto", "cpu (no CUDA device visible)")
-    result.add("AUTOGRADER_ALLOW_CPU", os.environ.get("AUTOGRADER_ALLOW_CPU", "unset"))
+    result.add(ALLOW_CPU_ENV, os.environ.get(ALLOW_CPU_ENV, "unset"))
     if check_workers:
         from autograder.grading import workers
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-ALLOW_CPU_ENV = "AUTOGRADER_ALLOW_CPU"  # same name as autograder.hidden._gpu (kept import-free here)
+from autograder import ALLOW_CPU_ENV
+
 CELL_MARKER = "# %%"
 NBGRADER_PREFIX = "nbgrader="
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from autograder import ALLOW_CPU_ENV
 from autograder.course import Course, load_course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading import record, workers
@@ -125,7 +126,7 @@ def grade(
     for name in names:
         course.require_assignment(name)
     if allow_cpu is None:
-        allow_cpu = os.environ.get("AUTOGRADER_ALLOW_CPU") == "1"
+        allow_cpu = os.environ.get(ALLOW_CPU_ENV) == "1"
     probe = workers.probe_template()
     device_used = _resolve_device(course, names, device=device, allow_cpu=allow_cpu, probe=probe)
     workers_count = max(1, workers_count or os.cpu_count() or 1)
@@ -267,7 +268,7 @@ def _child_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
     env = {
         "NBGRADER_EXECUTION": "autograde",  # what nbgrader's Execute sets for its kernels
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # as ipykernel does
-        "AUTOGRADER_ALLOW_CPU": "1" if allow_cpu else "0",
+        ALLOW_CPU_ENV: "1" if allow_cpu else "0",
         "AUTOGRADER_DEVICE": device_used,
     }
     if device_used == "cpu":

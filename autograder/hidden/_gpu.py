@@ -12,7 +12,7 @@ import os
 
 import torch
 
-ALLOW_CPU_ENV = "AUTOGRADER_ALLOW_CPU"
+from autograder import ALLOW_CPU_ENV
 
 
 class NeedsGPU(RuntimeError):
