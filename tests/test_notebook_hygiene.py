@@ -27,16 +27,17 @@ def committed_notebooks() -> list[Path]:
 def hygiene_problems(path: Path) -> list[str]:
     """What is wrong with one notebook, as readable strings (empty when clean)."""
     nb = nbformat.read(path, as_version=4)
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     problems = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         if cell.get("outputs"):
-            problems.append(f"{path.relative_to(ROOT)} cell {i}: has {len(cell.outputs)} output(s)")
+            problems.append(f"{name} cell {i}: has {len(cell.outputs)} output(s)")
         if cell.get("execution_count") is not None:
-            problems.append(f"{path.relative_to(ROOT)} cell {i}: execution_count={cell.execution_count}")
+            problems.append(f"{name} cell {i}: execution_count={cell.execution_count}")
         if "execution" in cell.get("metadata", {}):
-            problems.append(f"{path.relative_to(ROOT)} cell {i}: per-cell execution timestamps")
+            problems.append(f"{name} cell {i}: per-cell execution timestamps")
     return problems
 
 
@@ -55,10 +56,7 @@ def test_hygiene_check_catches_outputs(tmp_path):
     cell = nbformat.v4.new_code_cell("1 + 1", execution_count=3)
     cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "2"}, execution_count=3)]
     nb.cells.append(cell)
-    bad = ROOT / "tests" / f"_tmp_hygiene_{tmp_path.name}.ipynb"
-    try:
-        nbformat.write(nb, bad)
-        problems = hygiene_problems(bad)
-    finally:
-        bad.unlink(missing_ok=True)
+    bad = tmp_path / "outputs.ipynb"
+    nbformat.write(nb, bad)
+    problems = hygiene_problems(bad)
     assert any("output" in p for p in problems) and any("execution_count=3" in p for p in problems)
