@@ -16,7 +16,8 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.execute import ExecutionJob
+from autograder.grading.execute import STUDENT, ExecutionJob
+from autograder.grading.sandbox import SandboxProcess
 from autograder.grading.record import read_run_record
 from autograder.grading.workers import RunningNotebook, wait_any
 
@@ -113,8 +114,26 @@ def test_gpu_rule(tmp_path):
     assert "GPU check ran on CPU" in (root / "autograded/ref/toy/toy.ipynb").read_text()
 
 
-def _watch(job: ExecutionJob, rss_limit: int | None) -> RunningNotebook:
+@pytest.fixture(scope="module")
+def sandbox():
+    box = SandboxProcess()
+    box.start()
+    box.wait_ready()
+    yield box
+    box.close()
+
+
+def _wait_done(box: SandboxProcess) -> None:
+    deadline = time.monotonic() + 30
+    while box.state == "busy" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        box.pump()
+    assert box.state == "ready", box.state
+
+
+def _watch(job: ExecutionJob, rss_limit: int | None, box: SandboxProcess) -> RunningNotebook:
     run = RunningNotebook(key="t", job=job, rss_limit_bytes=rss_limit)
+    run.sockets = box.start_job(job.sandbox_job(), [])
     run.start()
     deadline = time.monotonic() + 60
     while not run.finished and time.monotonic() < deadline:
@@ -122,28 +141,28 @@ def _watch(job: ExecutionJob, rss_limit: int | None) -> RunningNotebook:
         run.pump()
     run.close()
     assert run.finished
+    _wait_done(box)
     return run
 
 
-def test_resident_memory_watchdog_kills_a_hog(tmp_path):
-    """Without an address-space limit (as on CUDA) the parent's RSS watchdog stops the child."""
+def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):
+    """Without an address-space limit (as on CUDA) the sandbox's RSS watchdog stops the student."""
     touch = "x = bytearray(1500 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\nimport time\ntime.sleep(30)\n"
-    job = ExecutionJob(cells=[(0, "a = 1", []), (1, touch, []), (2, "b = 2", [])],
-                       workdir=str(tmp_path), timeout=60, address_space_bytes=None, threads=1)
-    run = _watch(job, rss_limit=1 << 30)
+    job = ExecutionJob(cells=[(0, "a = 1", [], STUDENT), (1, touch, [], STUDENT),
+                              (2, "b = 2", [], STUDENT)],
+                       workdir=str(tmp_path), timeout=60, address_space_bytes=None, threads=1,
+                       sandbox_rss_bytes=1 << 30)
+    run = _watch(job, rss_limit=None, box=sandbox)
     assert 0 in run.outputs and 2 not in run.outputs
     assert run.failed_ename == "MemoryLimitExceeded" and "memory use" in run.reason
     assert run.running_cell == 1
 
 
-def test_cell_that_swallows_the_timeout_is_killed(tmp_path, monkeypatch):
-    from autograder.grading import workers
-
-    monkeypatch.setattr(workers, "KILL_GRACE_S", 1.0)
+def test_cell_that_swallows_the_timeout_is_killed(tmp_path, sandbox):
     stubborn = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n"
-    job = ExecutionJob(cells=[(0, stubborn, []), (1, "x = 1", [])], workdir=str(tmp_path),
-                       timeout=1, address_space_bytes=None, threads=1)
-    run = _watch(job, rss_limit=None)
+    job = ExecutionJob(cells=[(0, stubborn, [], STUDENT), (1, "x = 1", [], STUDENT)],
+                       workdir=str(tmp_path), timeout=1, address_space_bytes=None, threads=1)
+    run = _watch(job, rss_limit=None, box=sandbox)
     assert run.failed_ename == "CellTimeoutError" and "killed" in run.reason
     assert run.outputs == {} and run.running_cell == 0
 
@@ -202,14 +221,14 @@ def _record_mtime(root: Path, student: str) -> float:
     return (root / "autograded" / student / toy.ASSIGNMENT / "autograder.json").stat().st_mtime
 
 
-def test_a_child_that_cannot_start_is_not_a_zero(tmp_path):
+def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
     """A grading-machine failure before the first cell records nothing (the student keeps no 0)."""
     from autograder.errors import GradingError
     from autograder.grading.record import executed_notebook
 
-    job = ExecutionJob(cells=[(0, "x = 1", [])], workdir=str(tmp_path / "missing"), timeout=5,
-                       address_space_bytes=None, threads=1)
-    run = _watch(job, rss_limit=None)
+    job = ExecutionJob(cells=[(0, "x = 1", [], STUDENT)], workdir=str(tmp_path / "missing"),
+                       timeout=5, address_space_bytes=None, threads=1)
+    run = _watch(job, rss_limit=None, box=sandbox)
     assert run.reason and run.outputs == {} and run.running_cell is None
     nb = toy.source_notebook()
     with pytest.raises(GradingError, match="before running any cell"):

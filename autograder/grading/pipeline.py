@@ -33,7 +33,8 @@ from autograder import ALLOW_CPU_ENV
 from autograder.course import Course, load_course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading import record, workers
-from autograder.grading.execute import ExecutionJob
+from autograder.grading.execute import GRADE, STUDENT, TRUSTED, ExecutionJob
+from autograder.grading.sandbox import SandboxProcess, companion_files
 from autograder.grading.steps import (
     AutogradeSteps,
     autograde_steps,
@@ -52,7 +53,9 @@ class NotebookRun:
 
     name: str
     nb: NotebookNode
+    kinds: dict[int, str] = field(default_factory=dict)  # code cell index -> student/trusted/grade
     run: workers.RunningNotebook | None = None
+    sandbox: SandboxProcess | None = None
     seconds: float = 0.0
 
 
@@ -109,6 +112,7 @@ def grade(
     memory_limit_gb: float | None = 4.0,
     force: bool = False,
     progress: bool = True,
+    sandbox: bool = True,
 ) -> GradeSummary:
     """Autograde submissions into the course gradebook, with scores identical to ``nbgrader autograde``.
 
@@ -117,7 +121,9 @@ def grade(
     "cpu" or "cuda". ``allow_cpu``: run GPU checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 in the children;
     default: inherit the variable from this process). ``timeout``: seconds per cell (default: the
     course's ``Execute.timeout``). ``memory_limit_gb``: extra memory one submission may use (None or 0:
-    no limit). ``force``: regrade submissions already graded.
+    no limit). ``force``: regrade submissions already graded. ``sandbox``: run student code in the
+    bubblewrap sandbox (False: ``--no-sandbox``, for debugging only — the submission can then read and
+    change everything this process can).
     """
     started = time.monotonic()
     course = load_course(course_root, db_url=db_url)
@@ -131,7 +137,14 @@ def grade(
     device_used = _resolve_device(course, names, device=device, allow_cpu=allow_cpu, probe=probe)
     workers_count = max(1, workers_count or os.cpu_count() or 1)
     timeout = execute_timeout(course) if timeout is None else (timeout if timeout > 0 else None)
-    env = _child_env(device_used=device_used, allow_cpu=allow_cpu)
+    env = _checker_env(allow_cpu=allow_cpu, device_used=device_used)
+    sandbox_env = _sandbox_env(device_used=device_used)
+    if not sandbox:
+        logging.getLogger("autograder").warning(
+            "GRADING WITHOUT A SANDBOX (--no-sandbox): submissions run with this process's rights; "
+            "they can read the solutions, reach the network and change the gradebook")
+    pool = [SandboxProcess(sandboxed=sandbox, gpu=device_used == "cuda")
+            for _ in range(max(1, workers_count or os.cpu_count() or 1))]
 
     vm, rss = probe.virtual_bytes, probe.resident_bytes
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
@@ -142,14 +155,18 @@ def grade(
     rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
     threads = max(1, (os.cpu_count() or 1) // workers_count)
 
-    with course.gradebook() as gb:
+    sandbox_rss = (rss + limit) if limit else None
+    with course.gradebook() as gb, _sandboxes(pool):
         results, todo = _plan(course, gb, names, students=students, force=force)
         batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
                        workers_count=workers_count, timings=timings,
-                       make_job=lambda nb, workdir: _job(
-                           nb, workdir, timeout=timeout, env=env, address_space=address_space,
-                           threads=threads),
-                       rss_limit=rss_limit)
+                       make_job=lambda nb_run, workdir: _job(
+                           nb_run, workdir, timeout=timeout, env=env, sandbox_env=sandbox_env,
+                           address_space=address_space, threads=threads, sandbox_rss=sandbox_rss),
+                       rss_limit=rss_limit, pool=pool)
+        if todo:
+            _wait_for_a_sandbox(pool)
+            timings["setup"] = time.monotonic() - started
         with _progress(progress, total=len(todo), device=device_used) as advance:
             results += batch.run(todo, advance)
     return GradeSummary(results=tuple(results), device=device_used,
@@ -186,6 +203,7 @@ class _Batch:
     timings: dict[str, float]
     make_job: object
     rss_limit: int | None
+    pool: list[SandboxProcess]
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("autograder.nbgrader"))
 
     def run(self, todo: list[tuple[str, str]], advance) -> list[SubmissionResult]:
@@ -202,14 +220,20 @@ class _Batch:
                     advance(student, name)
                 else:
                     queue.extend((submission, nb_run) for nb_run in submission.notebooks)
-            while queue and len(running) < self.workers_count:  # execute: fork children
+            for box in self.pool:  # sandboxes report "ready" / "done"; restart dead ones
+                box.pump()
+                if box.state == "dead":
+                    box.state = "new"
+                if box.state == "new":
+                    box.start()
+            free = [box for box in self.pool if box.state == "ready"
+                    and not any(r.sandbox is box for _, r in running)]
+            while queue and free:  # execute: a checker child per notebook, with its sandbox
                 submission, nb_run = queue.popleft()
-                nb_run.run = workers.RunningNotebook(
-                    key=(submission.student, submission.assignment, nb_run.name),
-                    job=self.make_job(nb_run.nb, submission.stage), rss_limit_bytes=self.rss_limit)
-                nb_run.run.start()
+                self._start(submission, nb_run, free.pop())
                 running.append((submission, nb_run))
-            workers.wait_any([r.run for _, r in running], timeout=0.2)
+            workers.wait_any([r.run for _, r in running], timeout=0.2,
+                             extra=[box.control for box in self.pool if box.control is not None])
             still_running = []
             for submission, nb_run in running:  # check, score, record finished submissions
                 nb_run.run.pump()
@@ -224,6 +248,19 @@ class _Batch:
                     advance(submission.student, submission.assignment)
             running = still_running
         return results
+
+    def _start(self, submission: Submission, nb_run: NotebookRun, box: SandboxProcess) -> None:
+        job = self.make_job(nb_run, submission.stage)
+        key = (submission.student, submission.assignment, nb_run.name)
+        nb_run.sandbox = box
+        nb_run.run = workers.RunningNotebook(key=key, job=job, rss_limit_bytes=self.rss_limit)
+        try:
+            nb_run.run.sockets = box.start_job(job.sandbox_job(), companion_files(submission.stage))
+        except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
+            nb_run.run.exited, nb_run.run.reason = True, f"the sandbox could not take it ({error})"
+            nb_run.run.started = time.monotonic()
+            return
+        nb_run.run.start()
 
     def _sanitize(self, student: str, name: str) -> tuple[Submission | None, SubmissionResult | None]:
         clock = time.monotonic()
@@ -264,11 +301,11 @@ def _resolve_device(course: Course, assignments: Sequence[str], *, device: str,
     return used
 
 
-def _child_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
+def _sandbox_env(*, device_used: str) -> dict[str, str]:
+    """The student process's environment (the hidden checks' seed and switches stay outside)."""
     env = {
         "NBGRADER_EXECUTION": "autograde",  # what nbgrader's Execute sets for its kernels
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # as ipykernel does
-        ALLOW_CPU_ENV: "1" if allow_cpu else "0",
         "AUTOGRADER_DEVICE": device_used,
     }
     if device_used == "cpu":
@@ -276,11 +313,64 @@ def _child_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
     return env
 
 
-def _job(nb: NotebookNode, workdir: Path, *, timeout, env, address_space, threads) -> ExecutionJob:
-    cells = [(i, cell.source, list(cell.metadata.get("tags", [])))
-             for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+def _checker_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
+    env = _sandbox_env(device_used=device_used)
+    env[ALLOW_CPU_ENV] = "1" if allow_cpu else "0"
+    return env
+
+
+def _job(nb_run: NotebookRun, workdir: Path, *, timeout, env, sandbox_env, address_space, threads,
+         sandbox_rss) -> ExecutionJob:
+    cells = [(i, cell.source, list(cell.metadata.get("tags", [])), nb_run.kinds.get(i, STUDENT))
+             for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"]
     return ExecutionJob(cells=cells, workdir=str(workdir), timeout=timeout,
-                        address_space_bytes=address_space, threads=threads, env=env)
+                        address_space_bytes=address_space, threads=threads, env=env,
+                        sandbox_env=sandbox_env, sandbox_rss_bytes=sandbox_rss)
+
+
+def cell_kinds(gb, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[int, str]:
+    """Where each code cell runs: grade cells in the checker, the instructor's locked cells in both
+    places, everything else (solutions, cells the student added) in the sandbox only. Decided from
+    the gradebook, never from the submission's metadata; the source of every trusted or grade cell
+    is the gradebook's (nbgrader's sanitize step restored it; this makes sure)."""
+    book = gb.find_notebook(notebook, assignment)
+    grade_ids = {cell.name for cell in book.grade_cells}
+    solution_ids = {cell.name for cell in book.solution_cells}
+    sources = {cell.name: cell for cell in book.source_cells}
+    kinds: dict[int, str] = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        source = sources.get(meta.get("grade_id"))
+        kind = STUDENT
+        if source is not None and source.locked and source.name not in solution_ids:
+            kind = GRADE if meta.get("grade_id") in grade_ids else TRUSTED
+            cell.source = source.source
+        kinds[index] = kind
+    return kinds
+
+
+class _sandboxes:
+    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
+    the end, whatever happens."""
+
+    def __init__(self, pool: list[SandboxProcess]) -> None:
+        self.pool = pool
+
+    def __enter__(self) -> list[SandboxProcess]:
+        for box in self.pool:
+            box.start()
+        return self.pool
+
+    def __exit__(self, *exc_info) -> None:
+        for box in self.pool:
+            box.close()
+
+
+def _wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
+    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
+    pool[0].wait_ready()
 
 
 def _remove_stale_stages(course: Course, student: str, assignment: str) -> None:
@@ -345,7 +435,8 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb, submission: S
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=name, workdir=str(submission.stage))
             nb = steps.run(steps.sanitize, nb, resources, logger)
-            submission.notebooks.append(NotebookRun(name=name, nb=nb))
+            kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
+            submission.notebooks.append(NotebookRun(name=name, nb=nb, kinds=kinds))
 
 
 def _record(course: Course, steps: AutogradeSteps, gb, submission: Submission,

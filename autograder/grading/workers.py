@@ -118,6 +118,7 @@ class RunningNotebook:
     key: Any
     job: ExecutionJob
     rss_limit_bytes: int | None
+    sockets: tuple[Any, Any] | None = None  # the checker's ends of the sandbox's data and kill sockets
     process: multiprocessing.process.BaseProcess | None = None
     conn: Connection | None = None
     outputs: dict[int, tuple[list[dict], int | None]] = field(default_factory=dict)
@@ -132,14 +133,22 @@ class RunningNotebook:
     def start(self) -> None:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=run_notebook, args=(self.job, child_end), daemon=True)
+        data, kill = self.sockets
+        self.process = ctx.Process(target=run_notebook, args=(self.job, child_end, data, kill),
+                                   daemon=True)
         self.started = time.monotonic()
         _start(self.process)
         child_end.close()
+        data.close()  # the checker holds its own copies now
+        kill.close()
         self.conn = parent_end
 
     def waitables(self) -> list:
         return [self.conn, self.process.sentinel] if not self.finished else []
+
+    @property
+    def never_started(self) -> bool:
+        return self.process is None
 
     @property
     def finished(self) -> bool:
@@ -160,11 +169,16 @@ class RunningNotebook:
                 _, index, outputs, count = message
                 self.outputs[index] = (outputs, count)
                 self.running_cell = None
+            elif kind == "died":  # the student's process is gone; the checker stops here
+                _, index, ename, reason = message
+                self.running_cell, self.failed_ename, self.reason = index, ename, reason
             elif kind == "done":
                 self.done = True
 
     def pump(self) -> None:
         """Read every message available, notice the child's exit, enforce the time and memory limits."""
+        if self.never_started:
+            return
         self._drain()
         if self.done:
             self.process.join(timeout=5)
@@ -202,6 +216,9 @@ class RunningNotebook:
         self.exited = True
 
     def close(self) -> None:
+        if self.sockets is not None and self.process is None:
+            for end in self.sockets:
+                end.close()
         if self.process is not None and self.process.exitcode is None:
             self._kill(self.failed_ename, self.reason or "grading stopped")
         if self.conn is not None:
@@ -223,9 +240,10 @@ def _death_reason(exitcode: int, running_cell: int | None) -> str:
     return f"the grading process {what} {where}"
 
 
-def wait_any(running: list[RunningNotebook], timeout: float) -> None:
-    """Block until one of ``running`` has a message or exits, or ``timeout`` seconds pass."""
-    objects = [w for r in running for w in r.waitables()]
+def wait_any(running: list[RunningNotebook], timeout: float, extra: list | None = None) -> None:
+    """Block until one of ``running`` has a message or exits (or one of ``extra`` is readable), or
+    ``timeout`` seconds pass."""
+    objects = [w for r in running for w in r.waitables()] + list(extra or [])
     if objects:
         wait(objects, timeout=timeout)
     else:

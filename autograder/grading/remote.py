@@ -1,0 +1,506 @@
+"""The checker's end of the channel: the student's objects as handles, values only in between.
+
+``Sandbox`` talks to one sandboxed student process (``autograder/sandbox/kernel.py``) over a
+``SOCK_SEQPACKET`` socket with ``wire`` messages. Grade cells run here, in the trusted checker, and reach
+what the student defined through it:
+
+- plain data (numbers, strings, tuples/lists/dicts, tensors, arrays) arrives as a fresh local value;
+  a tensor that is a view of one the checker passed in arrives as a view of the checker's own tensor;
+- anything else arrives as a ``Remote`` handle: calling it, reading an attribute, indexing, iterating
+  are requests to the sandbox. A handle never compares equal to anything and has no truth value —
+  so an object that claims to equal everything earns nothing;
+- a tensor the checker passes in is *mirrored*: the sandbox keeps one object for it across calls, and
+  every message carries the changes of either side (an optimizer that updates parameters in place,
+  a ``.grad`` the checker sets before ``step()``);
+- a checker function passed in (a closure) can be called back by the student's code; the sandbox may
+  call it, index it or read its public attributes, and nothing else.
+
+An exception raised in the sandbox arrives as ``RemoteError`` (type name and message), made an instance
+of the same-named class when that class is a known, harmless one (builtins, jaxtyping, beartype,
+torch), so a grade cell's ``except TypeCheckError`` keeps working. Nothing from the sandbox is unpickled
+or evaluated here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import socket
+import time
+import weakref
+from typing import Any
+
+from autograder.sandbox import wire
+from autograder.sandbox.shell import CellTimeoutError
+
+GRACE_S = 2.0  # how long past a request's time limit the checker waits before it stops the sandbox
+_KNOWN_ERROR_MODULES = ("builtins", "jaxtyping", "beartype.roar", "torch", "numpy")
+
+
+class SandboxDied(Exception):
+    """The student's process is gone (its own doing, a limit, or a timeout it did not honour)."""
+
+    def __init__(self, reason: str, ename: str = "KernelDied") -> None:
+        super().__init__(reason)
+        self.reason, self.ename = reason, ename
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{self.ename}: {self.reason}"]
+
+
+class RemoteError(Exception):
+    """An exception raised by the student's code in the sandbox (type name + message only)."""
+
+    remote_type = "Exception"
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{self.remote_type}: {self}"]
+
+
+class NotPlainData(TypeError):
+    """A handle was used where plain data is needed (compared, tested for truth, hashed by value)."""
+
+
+_error_classes: dict[tuple[str, ...], type] = {}
+
+
+def _error_class(record: dict) -> type:
+    """A RemoteError subclass that is also the first known class among the remote exception's bases."""
+    mro = tuple(str(name) for name in record.get("mro", []))[:20]
+    cls = _error_classes.get(mro)
+    if cls is not None:
+        return cls
+    base: type = Exception
+    for name in mro:
+        module, _, qualname = name.rpartition(".")
+        if module not in _KNOWN_ERROR_MODULES and not module.startswith(("torch.", "jaxtyping.")):
+            continue
+        try:
+            found = importlib.import_module(module) if module != "builtins" else builtins
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(found, type) and issubclass(found, Exception) and found is not Exception:
+            base = found
+            break
+    name = str(record.get("type", "Exception"))[:100] or "Exception"
+    try:
+        cls = type(name, (RemoteError, base) if base is not Exception else (RemoteError,),
+                   {"remote_type": name, "__module__": "sandbox"})
+    except TypeError:  # an incompatible layout (some C exception types): keep the plain one
+        cls = type(name, (RemoteError,), {"remote_type": name, "__module__": "sandbox"})
+    _error_classes[mro] = cls
+    return cls
+
+
+def remote_error(record: dict) -> BaseException:
+    if record.get("type") == "CellTimeoutError":
+        return CellTimeoutError(record.get("message", "time limit"))
+    cls = _error_class(record)
+    error = cls.__new__(cls)
+    Exception.__init__(error, str(record.get("message", "")))
+    return error
+
+
+class Remote:
+    """A handle to an object that lives in the sandbox (a function, a class, an instance, ...)."""
+
+    __slots__ = ("_sandbox", "_handle", "_info", "__weakref__")
+
+    def __init__(self, sandbox: Sandbox, info: dict) -> None:
+        object.__setattr__(self, "_sandbox", sandbox)
+        object.__setattr__(self, "_handle", int(info["id"]))
+        object.__setattr__(self, "_info", info)
+
+    # what the handle can do: each is one request
+    def __call__(self, *args, **kwargs):
+        return self._sandbox.request("call", target=self._handle, args=args, kwargs=kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._sandbox.request("getattr", target=self._handle, name=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sandbox.request("setattr", target=self._handle, name=name, value=value)
+
+    def __delattr__(self, name: str) -> None:
+        self._sandbox.request("delattr", target=self._handle, name=name)
+
+    def __getitem__(self, key):
+        return self._sandbox.request("getitem", target=self._handle, key=key)
+
+    def __setitem__(self, key, value) -> None:
+        self._sandbox.request("setitem", target=self._handle, key=key, value=value)
+
+    def __len__(self) -> int:
+        value = self._sandbox.request("len", target=self._handle)
+        if type(value) is not int or value < 0:
+            raise NotPlainData(f"len() of {self.remote_type} is not a non-negative int")
+        return value
+
+    def __iter__(self):
+        items = self._sandbox.request("iter", target=self._handle)
+        if type(items) is not list:
+            raise NotPlainData(f"iterating {self.remote_type} gave no list")
+        return iter(items)
+
+    def __contains__(self, item) -> bool:
+        return self._sandbox.request("contains", target=self._handle, item=item) is True
+
+    def __repr__(self) -> str:
+        try:
+            text = self._sandbox.request("repr", target=self._handle)
+        except Exception:  # noqa: BLE001 - a broken __repr__ is the student's
+            text = None
+        return text if type(text) is str else f"<{self.remote_type} object>"
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    # what it cannot do: behave like plain data
+    def _not_plain(self, *args, **kwargs):
+        raise NotPlainData(f"a {self.remote_type} object from the submission is not plain data "
+                           "(numbers, strings, tuples, lists, dicts, tensors): it cannot be compared "
+                           "or tested here")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = _not_plain
+    __index__ = __int__ = __float__ = __complex__ = _not_plain
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+    @property
+    def remote_type(self) -> str:
+        return str(self._info.get("type", "object"))
+
+    @property
+    def remote_mro(self) -> list[str]:
+        return [str(n) for n in self._info.get("mro") or []]
+
+    @property
+    def remote_class_mro(self) -> list[str] | None:
+        mro = self._info.get("class_mro")
+        return [str(n) for n in mro] if mro else None
+
+    def __del__(self) -> None:
+        try:
+            self._sandbox.handles.pop(self._handle, None)
+            self._sandbox._released.append(self._handle)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def remote_qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Sandbox:
+    """The checker's connection to one sandboxed student process."""
+
+    def __init__(self, data: socket.socket, kill: socket.socket, *, memmap_dir: str) -> None:
+        self.data, self.kill_sock, self.memmap_dir = data, kill, memmap_dir
+        self.deadline: float | None = None  # monotonic time the current cell must end by
+        self.dead: SandboxDied | None = None
+        self.next_request = 1
+        self.handles: dict[int, weakref.ref] = {}
+        self._released: list[int] = []
+        self.mirrors: dict[int, tuple[weakref.ref, tuple]] = {}  # mirror id -> (tensor, signature)
+        self.mirror_of: dict[int, int] = {}  # id(tensor) -> mirror id
+        self.next_mirror = 1
+        self.locals: dict[int, Any] = {}  # checker objects the sandbox may call back
+        self.on_outputs = None  # callback(outputs) for what the student's code printed
+
+    # ---- the requests grade cells make
+
+    def run_cell(self, source: str, timeout: float | None) -> tuple[list[dict], int | None]:
+        result = self.request("cell", source=source, timeout=timeout, raw=True)
+        outputs = result.get("cell_outputs") if isinstance(result, dict) else None
+        if not isinstance(outputs, list):
+            raise SandboxDied("the submission's process answered a cell with something else")
+        count = result.get("count")
+        return [_clean_output(o) for o in outputs[:200]], count if type(count) is int else None
+
+    def lookup(self, names: list[str]) -> dict[str, Any]:
+        found = self.request("lookup", names=sorted(names), raw=True)
+        return {k: v for k, v in found.items() if k in names} if isinstance(found, dict) else {}
+
+    def module(self, name: str) -> Any:
+        """The sandbox's own module ``name`` (e.g. to seed its ``torch`` before a call)."""
+        return self.request("module", name=name, raw=True)
+
+    def kill(self, reason: str, ename: str = "KernelDied") -> None:
+        if self.dead is None:
+            self.dead = SandboxDied(reason, ename)
+        try:
+            self.kill_sock.send(b"k")
+        except OSError:
+            pass
+
+    # ---- the protocol
+
+    def request(self, op: str, *, raw: bool = False, timeout: float | None = None,
+                **fields: Any) -> Any:
+        if self.dead is not None:
+            raise self.dead
+        remaining = None if self.deadline is None else max(self.deadline - time.monotonic(), 0.05)
+        if timeout is not None:
+            remaining = timeout if remaining is None else min(timeout, remaining)
+        request_id, self.next_request = self.next_request, self.next_request + 1
+        encoder = self._encoder()
+        header: dict[str, Any] = {"kind": "request", "id": request_id, "op": op,
+                                  "timeout": remaining}
+        for key, value in fields.items():
+            if key in ("target", "name", "source", "names"):
+                header[key] = value
+            else:
+                header[key] = encoder.encode(value)
+        if self._released:
+            self._send_release()
+        ids, trees = self._sync_out(encoder)
+        header["sync_ids"], header["sync"] = ids, trees
+        self._send(header, encoder.blobs)
+        return self._wait(request_id, remaining)
+
+    def _send_release(self) -> None:
+        released, self._released = self._released, []
+        self._send({"kind": "request", "id": 0, "op": "release", "ids": released}, [])
+
+    def _send(self, header: dict, blobs: list[bytes]) -> None:
+        try:
+            wire.send(self.data, header, blobs)
+        except wire.WireError as error:
+            self._died_with(f"the submission's process stopped answering ({error})")
+
+    def _wait(self, request_id: int, remaining: float | None) -> Any:
+        limit = None if remaining is None else time.monotonic() + remaining + GRACE_S
+        while True:
+            wait = None if limit is None else limit - time.monotonic()
+            if wait is not None and wait <= 0:
+                self.kill("a cell ran past its time limit and did not stop when interrupted; "
+                          "the submission's process was killed", "CellTimeoutError")
+                raise self.dead
+            try:
+                header, blobs = wire.recv(self.data, timeout=wait)
+            except TimeoutError:
+                continue
+            except wire.WireError as error:
+                self._died_with(f"the submission's process broke the channel ({error})")
+            kind = header.get("kind")
+            if kind == "exited":
+                self._died_with(_exit_reason(header.get("status")), _exit_ename(header.get("status")))
+            if kind == "request":  # the student's code calls a checker object back
+                self._answer_callback(header, blobs)
+                continue
+            if kind != "reply" or header.get("id") != request_id:
+                continue  # a stale reply to a request abandoned after a timeout
+            return self._result(header, blobs)
+
+    def _died_with(self, reason: str, ename: str = "KernelDied") -> None:
+        self.kill(reason, ename)
+        raise self.dead
+
+    def _result(self, header: dict, blobs: list[bytes]) -> Any:
+        decoder = self._decoder(blobs)
+        sync = header.get("sync") if isinstance(header.get("sync"), dict) else {}
+        self._apply_sync(decoder, sync.get("ids", []), sync.get("trees", []))
+        outputs = header.get("outputs")
+        if outputs and self.on_outputs is not None:
+            self.on_outputs([_clean_output(o) for o in outputs if isinstance(o, dict)])
+        if "error" in header:
+            raise remote_error(header["error"] if isinstance(header["error"], dict) else {})
+        return decoder.decode(header.get("value"))
+
+    # ---- callbacks: the sandbox calls a checker object
+
+    def _answer_callback(self, header: dict, blobs: list[bytes]) -> None:
+        reply: dict[str, Any] = {"kind": "reply", "id": header.get("id")}
+        encoder = self._encoder()
+        try:
+            decoder = self._decoder(blobs)
+            self._apply_sync(decoder, header.get("sync_ids", []), header.get("sync", []))
+            target = self.locals.get(header.get("target"))
+            if target is None:
+                raise LookupError("no such grader object")
+            reply["value"] = encoder.encode(_callback(target, str(header.get("op")), decoder,
+                                                      header))
+        except (CellTimeoutError, SandboxDied):
+            raise
+        except Exception as error:  # noqa: BLE001 - the check's own failure, reported to the caller
+            reply = {"kind": "reply", "id": header.get("id"),
+                     "error": {"type": type(error).__name__, "message": str(error)[:2000]}}
+            encoder = self._encoder()
+        ids, trees = self._sync_out(encoder)
+        reply["sync"] = {"ids": ids, "trees": trees}
+        self._send(reply, encoder.blobs)
+
+    # ---- encoding
+
+    def _ref(self, obj: Any) -> dict:
+        if isinstance(obj, Remote):
+            if obj._sandbox is not self:
+                raise wire.NotPlainData("a handle from another sandbox")
+            return {"$": "ref", "id": obj._handle}
+        handle = id(obj)
+        self.locals[handle] = obj
+        return {"$": "local", "id": handle, "callable": callable(obj)}
+
+    def _mirror_gone(self, mirror: int, key: int):
+        def forget(_ref) -> None:
+            self.mirrors.pop(mirror, None)
+            if self.mirror_of.get(key) == mirror:
+                self.mirror_of.pop(key, None)
+        return forget
+
+    def _encoder(self) -> wire.Encoder:
+        encoder = wire.Encoder(self._ref)
+
+        def tensor_hook(t: Any) -> dict:
+            mirror = self.mirror_of.get(id(t))
+            if mirror is None or self.mirrors.get(mirror, (lambda: None,))[0]() is not t:
+                mirror, self.next_mirror = self.next_mirror, self.next_mirror + 1
+                self.mirror_of[id(t)] = mirror
+                self.mirrors[mirror] = (weakref.ref(t, self._mirror_gone(mirror, id(t))), ())
+            record = encoder.tensor(t)
+            record["mirror"] = mirror
+            self.mirrors[mirror] = (self.mirrors[mirror][0], _signature(t))
+            return record
+
+        encoder.tensor_hook = tensor_hook
+        return encoder
+
+    def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
+        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir)
+
+    def _resolve(self, tree: dict) -> Any:
+        if tree.get("$") == "local":
+            raise wire.WireError("the sandbox cannot send back grader objects")
+        handle = tree.get("id")
+        if not isinstance(handle, int):
+            raise wire.WireError("bad handle")
+        known = self.handles.get(handle)
+        proxy = known() if known is not None else None
+        if proxy is None:  # one proxy per handle: the handle is released when it is collected
+            proxy = Remote(self, tree)
+            self.handles[handle] = weakref.ref(proxy)
+        return proxy
+
+    def _tensor_in(self, tree: dict, tensor: Any) -> Any:
+        mirror = tree.get("mirror", tree.get("alias"))
+        if mirror is None:
+            return tensor
+        entry = self.mirrors.get(mirror)
+        held = entry[0]() if entry else None
+        if held is None:
+            raise wire.WireError("reference to a tensor the grader no longer holds")
+        if "alias" in tree:
+            import torch
+
+            dtype = wire.torch_dtype(tree["dtype"])
+            return torch.empty(0, dtype=dtype, device=held.device).set_(
+                held.untyped_storage(), int(tree["offset"]), [int(v) for v in tree["shape"]],
+                [int(v) for v in tree["stride"]])
+        if tensor is not None:  # a sync: the sandbox changed it
+            from autograder.sandbox.kernel import _assign
+
+            _assign(held, tensor)
+            self.mirrors[mirror] = (entry[0], _signature(held))
+        return held
+
+    def _apply_sync(self, decoder: wire.Decoder, ids: Any, trees: Any) -> None:
+        if not isinstance(ids, list) or not isinstance(trees, list):
+            return
+        for mirror, tree in zip(ids, trees):
+            if isinstance(tree, dict) and mirror in self.mirrors:
+                decoder.decode(dict(tree, mirror=mirror))
+
+    def _sync_out(self, encoder: wire.Encoder) -> tuple[list[int], list[dict]]:
+        ids, trees = [], []
+        for mirror, (ref, signature) in list(self.mirrors.items()):
+            t = ref()
+            if t is not None and _signature(t) != signature:
+                ids.append(mirror)
+                trees.append(encoder.tensor(t))
+                self.mirrors[mirror] = (ref, _signature(t))
+        return ids, trees
+
+
+def _signature(t: Any) -> tuple:
+    grad = t.grad if t.is_leaf else None
+    return (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device,
+            id(grad), grad._version if grad is not None else None)
+
+
+def _callback(target: Any, op: str, decoder: wire.Decoder, header: dict) -> Any:
+    """What the student's code may do with a grader object: call it, index it, ask its length,
+    iterate it, read a public attribute that is plain data or a method of the object."""
+    if op == "local_call":
+        if not callable(target):
+            raise TypeError("this grader object is not callable")
+        args = decoder.decode(header.get("args"))
+        kwargs = decoder.decode(header.get("kwargs"))
+        return target(*args, **{str(k): v for k, v in kwargs.items()})
+    if op == "local_getitem":
+        return target[decoder.decode(header.get("key"))]
+    if op == "local_len":
+        return len(target)
+    if op == "local_iter":
+        return list(iter(target))
+    if op == "local_getattr":
+        name = str(header.get("name"))
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = getattr(target, name)
+        if callable(value) and getattr(value, "__self__", None) is not target:
+            raise AttributeError(f"{name} is not available to the submission")
+        return value
+    raise ValueError(f"unknown callback {op!r}")
+
+
+def _clean_output(output: dict) -> dict:
+    """An output as the sandbox reported it, reduced to the nbformat fields with plain types."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return {"output_type": "stream", "name": "stderr" if output.get("name") == "stderr"
+                else "stdout", "text": str(output.get("text", ""))[:1_000_000]}
+    if kind == "error":
+        return {"output_type": "error", "ename": str(output.get("ename", "Error"))[:200],
+                "evalue": str(output.get("evalue", ""))[:20_000],
+                "traceback": [str(t)[:20_000] for t in output.get("traceback", [])][:100]}
+    if kind in ("display_data", "execute_result"):
+        data = output.get("data") if isinstance(output.get("data"), dict) else {}
+        clean = {"output_type": kind,
+                 "data": {str(k): v if isinstance(v, str) else str(v) for k, v in data.items()},
+                 "metadata": {}}
+        if kind == "execute_result":
+            count = output.get("execution_count")
+            clean["execution_count"] = count if type(count) is int else None
+        return clean
+    return {"output_type": "stream", "name": "stderr", "text": "(an output the grader dropped)\n"}
+
+
+def _exit_reason(status: Any) -> str:
+    status = status if isinstance(status, dict) else {}
+    how = status.get("how")
+    if how == "memory":
+        return (f"memory use {status.get('rss', 0) / 2**30:.2f} GiB passed the limit of "
+                f"{status.get('limit', 0) / 2**30:.2f} GiB; the submission's process was stopped")
+    if how == "signal":
+        import signal as signals
+
+        try:
+            name = signals.Signals(int(status.get("signal", 0))).name
+        except ValueError:
+            name = f"signal {status.get('signal')}"
+        extra = " (often the system running out of memory)" if name == "SIGKILL" else ""
+        extra = " (its CPU-time limit)" if name == "SIGXCPU" else extra
+        return f"the submission's process was killed by {name}{extra}"
+    if how == "killed":
+        return "the submission's process was stopped by the grader"
+    return f"the submission's process exited with code {status.get('code')}"
+
+
+def _exit_ename(status: Any) -> str:
+    how = status.get("how") if isinstance(status, dict) else None
+    return "MemoryLimitExceeded" if how == "memory" else "KernelDied"

@@ -1,0 +1,250 @@
+"""Sandboxes for student code: the bubblewrap policy, and the warm sandboxed processes that run it.
+
+One ``SandboxProcess`` per grading worker: ``bwrap`` around ``autograder/sandbox/kernel.py``, a template
+that imports torch once and forks one child per notebook (see that file). The policy is one function,
+``bwrap_command``, readable as a list:
+
+- every namespace unshared (user, PID, network, IPC, UTS, cgroup): no network at all — a connection
+  to 127.0.0.1 reaches the sandbox's own empty loopback — and no view of or signal to the grader;
+- read-only: the Python installation, the virtual environment, system libraries, and the folder that
+  holds ``kernel.py``; writable: a size-capped ``/work`` and ``/tmp``; nothing else — no course
+  folder, no ``solutions/``, no ``autograder/hidden/``, no gradebook, no other submission, no home;
+- ``--die-with-parent``, ``--new-session``, all capabilities dropped;
+- on a GPU runner, the NVIDIA device nodes (and ``/sys`` read-only, which the driver reads).
+
+``--no-sandbox`` runs the same template without bubblewrap (a loudly printed opt-out for debugging).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.errors import GradingError
+from autograder.sandbox import wire
+
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "sandbox"
+INSIDE_KERNEL_DIR = "/opt/autograder-sandbox"
+WORK_MB, TMP_MB = 512, 512
+START_TIMEOUT_S = 120.0
+SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace
+
+_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+              "/etc/alternatives", "/etc/fonts", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group")
+
+
+def python_dirs() -> list[str]:
+    """The folders the interpreter and its packages live in (installation and virtual environment)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        paths.add(sysconfig.get_paths()[key])
+    kept = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    # keep only the outermost folders (a venv inside the prefix needs no second bind)
+    return [p for p in kept if not any(p != q and p.startswith(q + os.sep) for q in kept)]
+
+
+def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WORK_MB,
+                  tmp_mb: int = TMP_MB) -> list[str]:
+    """The bubblewrap command line of the sandbox (everything after it is the program to run)."""
+    args = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+            "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _ETC_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in python_dirs():
+        args += ["--ro-bind", path, path]
+    venv_python = os.path.join(sys.prefix, "bin")
+    if os.path.isdir(venv_python) and not any(venv_python.startswith(p + os.sep)
+                                              for p in python_dirs()):
+        args += ["--ro-bind", venv_python, venv_python]
+    args += ["--ro-bind", str(KERNEL_DIR), INSIDE_KERNEL_DIR,
+             "--proc", "/proc", "--dev", "/dev",
+             "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp",
+             "--size", str(work_mb * 2**20), "--tmpfs", "/sandbox-work",
+             "--chdir", "/sandbox-work"]
+    if gpu:
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+        if os.path.isdir("/dev/dri"):
+            args += ["--dev-bind", "/dev/dri", "/dev/dri"]
+        args += ["--ro-bind", "/sys", "/sys"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/sandbox-work", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    for key, value in sorted(env.items()):
+        args += ["--setenv", key, value]
+    return args
+
+
+def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
+    """The full command that starts one sandbox template (``control_fd``: its end of the control
+    socket, inherited)."""
+    kernel = f"{INSIDE_KERNEL_DIR}/kernel.py" if sandboxed else str(KERNEL_DIR / "kernel.py")
+    program = [sys.executable, "-I", kernel, str(control_fd)]
+    if not sandboxed:
+        return program
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise GradingError("bubblewrap (bwrap) is not installed: grading runs student code in a "
+                           "bubblewrap sandbox (Debian: apt-get install bubblewrap). "
+                           "`autograder doctor` checks it; --no-sandbox grades without one "
+                           "(debugging only: submissions can then read and change the course)")
+    return bwrap_command(bwrap=bwrap, gpu=gpu) + program
+
+
+@dataclass
+class SandboxProcess:
+    """One warm sandbox: a template inside bubblewrap that runs one notebook at a time."""
+
+    sandboxed: bool = True
+    gpu: bool = False
+    process: subprocess.Popen | None = None
+    control: socket.socket | None = None
+    state: str = "new"  # new -> starting -> ready <-> busy; "dead" when it must be restarted
+    info: dict = field(default_factory=dict)
+    jobs: int = 0
+    started: float = 0.0
+    stderr_path: str | None = None
+
+    def start(self) -> None:
+        self._remove_log()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd = theirs.fileno()
+        os.set_inheritable(fd, True)
+        import tempfile
+
+        log = tempfile.NamedTemporaryFile(prefix="autograder-sandbox-", suffix=".log", delete=False)
+        self.stderr_path = log.name
+        self.process = subprocess.Popen(
+            kernel_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
+            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, env=_template_env())
+        log.close()
+        theirs.close()
+        self.control, self.state, self.started = ours, "starting", time.monotonic()
+
+    def fileno(self) -> int:
+        return self.control.fileno()
+
+    def pump(self) -> None:
+        """Read control messages (ready, done) without blocking; notice a dead template."""
+        while self.control is not None and self.state in ("starting", "busy", "ready"):
+            try:
+                self.control.setblocking(False)
+                try:
+                    header, _ = wire.recv(self.control, timeout=0)
+                finally:
+                    if self.control is not None:
+                        self.control.setblocking(True)
+            except (BlockingIOError, TimeoutError):
+                break
+            except wire.WireError:
+                self._mark_dead()
+                break
+            if header.get("kind") == "ready":
+                self.info, self.state = header, "ready"
+            elif header.get("kind") == "done":
+                self.state = "ready"
+        if self.state == "starting" and time.monotonic() - self.started > START_TIMEOUT_S:
+            self._mark_dead()
+            raise GradingError(f"the sandbox did not start in {START_TIMEOUT_S:.0f} s; its log: "
+                               f"{self.log_tail()}")
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while self.state == "starting" and time.monotonic() < deadline:
+            import select
+
+            select.select([self.control], [], [], 0.2)
+            self.pump()
+        if self.state != "ready":
+            raise GradingError(f"the sandbox could not start: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        try:
+            return Path(self.stderr_path).read_text(errors="replace")[-2000:].strip() or "(no output)"
+        except (OSError, TypeError):
+            return "(no log)"
+
+    def _mark_dead(self) -> None:
+        self.state = "dead"
+        self.close(keep_log=True)
+
+    def start_job(self, job: dict, files: list[tuple[str, bytes]]) -> tuple[socket.socket, socket.socket]:
+        """Hand one notebook to the template; return the checker's ends of the data and kill sockets."""
+        data_ours, data_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        kill_ours, kill_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.jobs += 1
+        job = dict(job, id=self.jobs)
+        try:
+            socket.send_fds(self.control, [json.dumps(job).encode()],
+                            [data_theirs.fileno(), kill_theirs.fileno()])
+            wire.send(self.control, {"paths": [p for p, _ in files]}, [b for _, b in files])
+        except (OSError, wire.WireError) as error:
+            self._mark_dead()
+            raise GradingError(f"the sandbox is gone ({error})") from None
+        finally:
+            data_theirs.close()
+            kill_theirs.close()
+        self.state = "busy"
+        return data_ours, kill_ours
+
+    def close(self, *, keep_log: bool = False) -> None:
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.wait(timeout=10)
+        if not keep_log:
+            self._remove_log()
+
+    def _remove_log(self) -> None:
+        if self.stderr_path:
+            try:
+                os.unlink(self.stderr_path)
+            except OSError:
+                pass
+            self.stderr_path = None
+
+
+def _template_env() -> dict[str, str]:
+    """The template's environment when it runs without bubblewrap (bubblewrap clears it anyway)."""
+    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    return env
+
+
+def companion_files(folder: Path, *, limit_bytes: int = 64 * 2**20) -> list[tuple[str, bytes]]:
+    """The notebook's companion files (everything in its staged folder but notebooks), size-capped."""
+    files, total = [], 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.suffix != ".ipynb":
+            size = path.stat().st_size
+            if total + size > limit_bytes:
+                raise GradingError(f"{folder}: companion files exceed {limit_bytes // 2**20} MiB")
+            files.append((str(path.relative_to(folder)), path.read_bytes()))
+            total += size
+    return files

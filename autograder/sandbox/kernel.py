@@ -1,0 +1,513 @@
+"""The student side of grading: runs inside the sandbox, executes the submission's cells, answers the
+checker's requests with plain values.
+
+Started once per grading worker as ``python -I kernel.py <control-fd>`` (inside bubblewrap; see
+``autograder/grading/sandbox.py``), it is a *template*: it imports torch and friends once, makes itself
+non-dumpable (no ptrace, no /proc/<pid>/mem from its children), then for every notebook
+
+1. receives a job on the control socket: limits, environment, the notebook's companion files, and two
+   sockets — the *data* socket to the checker and the *kill* socket the checker uses to stop it;
+2. forks a child that applies the limits, writes the companion files into a fresh working folder and
+   serves the checker (``Kernel.serve``) until the checker is done or the child dies;
+3. kills every process left in the sandbox's PID namespace (``kill(-1, SIGKILL)``: a daemon that
+   forked twice and called setsid is gone), wipes the working folder and /tmp, tells the checker how
+   the child ended and reports "done" on the control socket.
+
+The checker never runs student code and this process never decides a verdict: it only executes
+cells and calls, and sends back values (``wire.py``). Objects that are not plain data stay here and
+cross as handles the checker drives by request (call, getattr, getitem, ...).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import shell  # noqa: E402
+import wire  # noqa: E402
+
+WORK = "/sandbox-work"
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+MAX_REPR = 2000
+MAX_ITER = 100_000
+
+
+# --------------------------------------------------------------------------- the template
+
+
+def _warm_imports() -> dict:
+    """Import what the exercises use (never initialising CUDA); report versions."""
+    import beartype  # noqa: F401
+    import einops  # noqa: F401
+    import jaxtyping  # noqa: F401
+    import numpy  # noqa: F401
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False):  # first use imports sympy and more
+        torch.ones(2, 3, device="meta") @ torch.ones(3, 4, device="meta")
+    return {"torch": torch.__version__, "cuda_build": torch.version.cuda}
+
+
+def template(control: socket.socket) -> None:
+    info = _warm_imports()
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    wire.send(control, {"kind": "ready", "pid": os.getpid(), **info})
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+        except OSError:
+            return
+        if not message:
+            return  # the grader is gone
+        header, blobs = wire.recv(control)  # the job's files
+        job = json.loads(message)
+        data, kill = (socket.socket(fileno=fd) for fd in fds)
+        status = _run_job(job, header, blobs, data, kill)
+        _clean_up()
+        try:
+            wire.send(data, {"kind": "exited", "status": status})
+        except wire.WireError:
+            pass
+        data.close()
+        kill.close()
+        wire.send(control, {"kind": "done", "job": job.get("id"), "status": status})
+
+
+def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
+             kill: socket.socket) -> dict:
+    workdir = os.path.join(WORK, f"job-{job.get('id', 0)}")
+    os.makedirs(workdir, exist_ok=True)
+    for path, index in zip(files.get("paths", []), range(len(blobs))):
+        target = os.path.normpath(os.path.join(workdir, path))
+        if target.startswith(workdir + os.sep):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as out:
+                out.write(blobs[index])
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        kill.close()
+        try:
+            _child(job, workdir, data)
+        finally:
+            os._exit(70)
+    started = time.monotonic()
+    status = {"how": "exited", "code": None}
+    rss_limit = job.get("rss_limit")
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(kill.fileno(), select.POLLIN)
+    while True:
+        events = dict(poller.poll(200))
+        if pidfd in events:
+            break
+        if kill.fileno() in events:  # the checker asked (or died): stop the child now
+            status = {"how": "killed", "why": "stopped by the checker"}
+            os.kill(pid, signal.SIGKILL)
+            break
+        if rss_limit:
+            used = _sandbox_rss()
+            if used > rss_limit:
+                status = {"how": "memory", "rss": used, "limit": rss_limit}
+                os.kill(pid, signal.SIGKILL)
+                break
+    _, wait_status = os.waitpid(pid, 0)
+    os.close(pidfd)
+    if status["how"] == "exited":
+        if os.WIFSIGNALED(wait_status):
+            status = {"how": "signal", "signal": os.WTERMSIG(wait_status)}
+        else:
+            status = {"how": "exited", "code": os.WEXITSTATUS(wait_status)}
+    status["seconds"] = round(time.monotonic() - started, 3)
+    return status
+
+
+def _sandbox_rss() -> int:
+    """Resident memory of every process in this PID namespace but the template and bwrap's init."""
+    total = 0
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                with open(f"/proc/{entry}/statm") as handle:
+                    total += int(handle.read().split()[1]) * _PAGE
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
+
+
+def _clean_up() -> None:
+    """Kill everything the job left running, reap it, empty the writable folders."""
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves (and PID 1)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                break
+        except ChildProcessError:
+            break
+    for folder in (WORK, "/tmp"):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def _child(job: dict, workdir: str, data: socket.socket) -> None:
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    os.setsid()
+    os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
+    os.chdir(workdir)
+    sys.path.insert(0, workdir)  # as a kernel started in the notebook's folder
+    limits = job.get("limits", {})
+    for name, value in limits.items():
+        which = getattr(resource, f"RLIMIT_{name.upper()}", None)
+        if which is not None and value is not None:
+            resource.setrlimit(which, (int(value), int(value)))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(max(1, int(job.get("threads", 1))))
+    Kernel(data, workdir).serve()
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+class Kernel:
+    """Serves one checker: runs cells, keeps the student's objects, answers requests with values."""
+
+    def __init__(self, sock: socket.socket, workdir: str) -> None:
+        self.sock = sock
+        self.capture = shell.FdCapture(workdir)
+        self.recorder = shell.Recorder()
+        sys.stdout = shell.CellStream(self.recorder, "stdout")
+        sys.stderr = shell.CellStream(self.recorder, "stderr")
+        self.shell = shell.make_shell(self.recorder)
+        self.clock = shell.CellClock()
+        self.objects: dict[int, Any] = {}  # handle id -> object the checker holds a handle to
+        self.ids: dict[int, int] = {}  # id(object) -> handle id
+        self.mirrors: dict[int, Any] = {}  # mirror id -> tensor the checker also holds
+        self.signatures: dict[int, tuple] = {}
+        self.depth = 0
+        self.next_id = 1
+        self.next_request = 1
+
+    # ---- messages
+
+    def serve(self) -> None:
+        while True:
+            try:
+                header, blobs = wire.recv(self.sock)
+            except wire.ChannelClosed:
+                return
+            if header.get("kind") == "request":
+                self._answer(header, blobs)
+
+    def _answer(self, header: dict, blobs: list[bytes]) -> None:
+        self.depth += 1
+        outer = self.depth == 1
+        if outer:
+            self.recorder.clear()
+            self.shell_timeout = header.get("timeout")
+            shell.CellClock.start(self.shell_timeout)
+        reply: dict[str, Any] = {"kind": "reply", "id": header.get("id")}
+        reply_blobs: list[bytes] = []
+        try:
+            try:
+                self._apply_sync(header, blobs)
+                result = self._dispatch(header, blobs)
+            finally:
+                if outer:
+                    shell.CellClock.stop()
+            encoder = self._encoder()
+            reply["value"] = encoder.encode(result)
+            reply_blobs = encoder.blobs
+        except BaseException as error:  # noqa: BLE001 - every failure is an answer
+            if outer:
+                shell.CellClock.stop()
+            reply = {"kind": "reply", "id": header.get("id"),
+                     "error": wire.exception_record(error, _student_traceback(error))}
+            reply_blobs = []
+        finally:
+            self.depth -= 1
+        if outer:
+            self.capture.drain(self.recorder)
+            reply["outputs"] = self.recorder.outputs[:200]
+        encoder = self._encoder(blobs=reply_blobs)
+        reply["sync"] = self._sync_out(encoder)
+        wire.send(self.sock, reply, encoder.blobs)
+
+    def _dispatch(self, header: dict, blobs: list[bytes]) -> Any:
+        op = header.get("op")
+        decode = self._decoder(blobs).decode
+        if op == "cell":
+            return self._run_cell(str(header["source"]))
+        if op == "lookup":
+            namespace = self.shell.user_ns
+            return {name: namespace[name] for name in header["names"]
+                    if isinstance(name, str) and name in namespace}
+        if op == "module":
+            return importlib.import_module(str(header["name"]))
+        if op == "release":
+            for handle in header.get("ids", []):
+                obj = self.objects.pop(handle, None)
+                self.ids.pop(id(obj), None)
+            for mirror in header.get("mirrors", []):
+                self.mirrors.pop(mirror, None)
+                self.signatures.pop(mirror, None)
+            return None
+        target = self._object(header.get("target"))
+        if op == "call":
+            args = decode(header["args"])
+            kwargs = decode(header["kwargs"])
+            return target(*args, **{str(k): v for k, v in kwargs.items()})
+        if op == "getattr":
+            return getattr(target, str(header["name"]))
+        if op == "setattr":
+            setattr(target, str(header["name"]), decode(header["value"]))
+            return None
+        if op == "delattr":
+            delattr(target, str(header["name"]))
+            return None
+        if op == "getitem":
+            return target[decode(header["key"])]
+        if op == "setitem":
+            target[decode(header["key"])] = decode(header["value"])
+            return None
+        if op == "len":
+            return int(len(target))
+        if op == "iter":
+            items = []
+            for item in target:
+                items.append(item)
+                if len(items) > MAX_ITER:
+                    raise ValueError(f"more than {MAX_ITER} items")
+            return items
+        if op == "contains":
+            return bool(decode(header["item"]) in target)
+        if op in ("repr", "str"):
+            text = repr(target) if op == "repr" else str(target)
+            return str(text)[:MAX_REPR]
+        if op == "bool":
+            return bool(target)
+        raise ValueError(f"unknown request {op!r}")
+
+    def _run_cell(self, source: str) -> dict:
+        self.recorder.clear()
+        try:
+            self.shell.run_cell(source, store_history=True)
+        except shell.CellTimeoutError:  # fired between run_cell's own handlers
+            self.recorder.outputs.append(shell.timeout_error(self.shell_timeout))
+        self.capture.drain(self.recorder)
+        shell.mark_timeout(self.recorder, self.shell_timeout)
+        outputs, self.recorder.outputs = self.recorder.outputs, []
+        return {"cell_outputs": outputs, "count": self.shell.execution_count - 1}
+
+    # ---- handles and mirrors
+
+    def _object(self, handle: Any) -> Any:
+        if handle not in self.objects:
+            raise LookupError(f"no object with handle {handle!r}")
+        return self.objects[handle]
+
+    def _ref(self, obj: Any) -> dict:
+        handle = self.ids.get(id(obj))
+        if handle is None or self.objects.get(handle) is not obj:
+            handle, self.next_id = self.next_id, self.next_id + 1
+            self.objects[handle] = obj
+            self.ids[id(obj)] = handle
+        kind = type(obj)
+        mro = [f"{c.__module__}.{c.__qualname__}" for c in getattr(kind, "__mro__", (kind,))]
+        subject = obj if isinstance(obj, type) else None
+        return {"$": "ref", "id": handle, "type": mro[0], "mro": mro[:30],
+                "class_mro": ([f"{c.__module__}.{c.__qualname__}" for c in subject.__mro__][:30]
+                              if subject is not None else None),
+                "callable": callable(obj)}
+
+    def _tensor_out(self, t: Any) -> dict | None:
+        for mirror, held in self.mirrors.items():
+            if held is t:
+                return {"$": "tensor", "mirror": mirror, "dtype": "bool", "shape": [],
+                        "stride": [], "offset": 0, "device": "cpu"}
+        if t.device.type != "meta" and t.untyped_storage().data_ptr():
+            pointer = t.untyped_storage().data_ptr()
+            for mirror, held in self.mirrors.items():
+                if held.device == t.device and held.untyped_storage().data_ptr() == pointer:
+                    return {"$": "tensor", "alias": mirror, "dtype": str(t.dtype).removeprefix("torch."),
+                            "shape": list(t.shape), "stride": list(t.stride()),
+                            "offset": t.storage_offset(), "device": str(t.device)}
+        return None
+
+    def _encoder(self, blobs: list[bytes] | None = None) -> wire.Encoder:
+        encoder = wire.Encoder(self._ref, self._tensor_out)
+        if blobs:
+            encoder.blobs = list(blobs)
+            encoder.size = sum(map(len, blobs))
+        return encoder
+
+    def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
+        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir="/tmp")
+
+    def _resolve(self, tree: dict) -> Any:
+        if tree.get("$") == "ref":
+            return self._object(tree.get("id"))
+        return CheckerObject(self, int(tree["id"]), bool(tree.get("callable")))
+
+    def _tensor_in(self, tree: dict, tensor: Any) -> Any:
+        mirror = tree.get("mirror")
+        if mirror is None:
+            return tensor
+        held = self.mirrors.get(mirror)
+        if held is None:
+            self.mirrors[mirror] = tensor
+            self.signatures[mirror] = wire_signature(tensor)
+            return tensor
+        _assign(held, tensor)
+        self.signatures[mirror] = wire_signature(held)
+        return held
+
+    def _apply_sync(self, header: dict, blobs: list[bytes]) -> None:
+        decoder = self._decoder(blobs)
+        for mirror, tree in zip(header.get("sync_ids", []), header.get("sync", [])):
+            tree = dict(tree, mirror=mirror)
+            decoder.decode(tree)
+
+    def _sync_out(self, encoder: wire.Encoder) -> dict:
+        ids, trees = [], []
+        for mirror, held in self.mirrors.items():
+            signature = wire_signature(held)
+            if signature != self.signatures.get(mirror):
+                self.signatures[mirror] = signature
+                ids.append(mirror)
+                trees.append(encoder.tensor(held))
+        return {"ids": ids, "trees": trees}
+
+    # ---- calls back into the checker (a checker function the student's code calls)
+
+    def request(self, op: str, **fields: Any) -> Any:
+        request_id, self.next_request = self.next_request, self.next_request + 1
+        encoder = self._encoder()
+        header = {"kind": "request", "id": request_id, "op": op}
+        for key, value in fields.items():
+            header[key] = value if key in ("target", "name") else encoder.encode(value)
+        sync = self._sync_out(encoder)
+        header["sync_ids"], header["sync"] = sync["ids"], sync["trees"]
+        wire.send(self.sock, header, encoder.blobs)
+        while True:
+            reply, blobs = wire.recv(self.sock)
+            if reply.get("kind") == "request":  # the checker calls us back while it works
+                self._answer(reply, blobs)
+                continue
+            if reply.get("kind") == "exited":
+                raise SystemExit(0)
+            if reply.get("id") != request_id:
+                continue
+            self._apply_sync({"sync_ids": reply.get("sync", {}).get("ids", []),
+                              "sync": reply.get("sync", {}).get("trees", [])}, blobs)
+            if "error" in reply:
+                error = reply["error"]
+                raise CheckerError(f"{error.get('type')}: {error.get('message')}")
+            return self._decoder(blobs).decode(reply.get("value"))
+
+
+class CheckerError(Exception):
+    """A call into a checker-side object failed (its message says why)."""
+
+
+class CheckerObject:
+    """A checker-side object the checker passed in (a closure, a dataset that counts reads): the
+    student's code may call it, index it, take its length, iterate it, read its public attributes."""
+
+    __slots__ = ("_kernel", "_id", "_callable")
+
+    def __init__(self, kernel: Kernel, handle: int, is_callable: bool) -> None:
+        object.__setattr__(self, "_kernel", kernel)
+        object.__setattr__(self, "_id", handle)
+        object.__setattr__(self, "_callable", is_callable)
+
+    def __call__(self, *args, **kwargs):
+        return self._kernel.request("local_call", target=self._id, args=args, kwargs=kwargs)
+
+    def __getitem__(self, key):
+        return self._kernel.request("local_getitem", target=self._id, key=key)
+
+    def __len__(self):
+        return self._kernel.request("local_len", target=self._id)
+
+    def __iter__(self):
+        return iter(self._kernel.request("local_iter", target=self._id))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._kernel.request("local_getattr", target=self._id, name=name)
+
+    def __repr__(self):
+        return f"<grader object {self._id}>"
+
+
+def wire_signature(t: Any) -> tuple:
+    """What changes when a tensor (or its gradient) is modified, replaced or resized."""
+    grad = t.grad if t.is_leaf else None
+    return (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device,
+            id(grad), grad._version if grad is not None else None)
+
+
+def _assign(held: Any, new: Any) -> None:
+    """Make ``held`` (a tensor both sides know) take the value, layout and gradient of ``new``."""
+    import torch
+
+    with torch.no_grad():
+        if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
+            held.copy_(new)
+        else:
+            held.data = new.detach()
+    if held.is_leaf and held.requires_grad:
+        held.grad = new.grad
+    elif held.is_leaf and new.requires_grad and not held.requires_grad:
+        held.requires_grad_(True)
+
+
+def _student_traceback(error: BaseException) -> list[str]:
+    try:
+        return traceback.format_exception(type(error), error, error.__traceback__)[-8:]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    try:
+        template(control)
+    except wire.ChannelClosed:
+        pass
+
+
+if __name__ == "__main__":
+    main()
