@@ -17,8 +17,8 @@ from nbgrader.api import Gradebook, MissingEntry
 from autograder.errors import DeviceError
 from autograder.grading import grade
 from autograder.grading.execute import STUDENT, ExecutionJob
-from autograder.grading.sandbox import SandboxProcess
 from autograder.grading.record import read_run_record
+from autograder.grading.sandbox import SandboxProcess
 from autograder.grading.workers import RunningNotebook, wait_any
 
 WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square

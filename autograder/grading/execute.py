@@ -6,8 +6,9 @@ This module runs in a child forked from the warm template process (see ``workers
 - a **student** cell (a solution cell, or any cell the student added) is sent to the sandboxed student
   process (``autograder/sandbox/kernel.py``) and its outputs come back as data;
 - a **trusted** cell (locked, not graded: the instructor's imports and helpers, restored from the
-  gradebook by nbgrader's sanitize step) runs in the sandbox *and* here, so both sides have e.g. ``torch``
-  and ``TypeCheckError`` — here from the checker's own imports, which the student cannot touch;
+  gradebook by nbgrader's sanitize step) runs in the sandbox; its top-level imports also run here, so
+  grade cells use the checker's own ``torch``, ``np``, ``TypeCheckError``, which the student cannot
+  touch. What else it defines (a helper that drives the student's code) is fetched like a student name;
 - a **grade** cell (visible tests and hidden-test region) runs here, in an IPython shell, after the
   names it reads from the student's namespace are fetched: plain data by value, everything else as a
   handle (``remote.py``). Its verdict — an error output or none — is decided here.
@@ -23,6 +24,7 @@ import ast
 import builtins
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -71,8 +73,13 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
     sys.stderr = cells.CellStream(recorder, "stderr")
     checker_shell = cells.make_shell(recorder)
     cells.CellClock()
-    sandbox = remote.Sandbox(data, kill, memmap_dir=tempfile.mkdtemp(prefix="checker-"))
+    # the checker's temporary files live in a fresh folder under /tmp: a path into it that a grade
+    # cell passes to the student's code travels with the file's bytes (the sandbox has its own /tmp)
+    tempfile.tempdir = tempfile.mkdtemp(prefix="autograder-checker-", dir="/tmp")
+    os.environ["TMPDIR"] = tempfile.tempdir
+    sandbox = remote.Sandbox(data, kill, memmap_dir=tempfile.tempdir)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
+    remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
     count = 0
     for index, source, tags, kind in job.cells:
@@ -87,7 +94,7 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
             else:
                 outputs, count = sandbox.run_cell(source, job.timeout)
                 if kind == TRUSTED:
-                    _run_quietly(checker_shell, recorder, source, job.timeout)
+                    _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
                     names.mark_own()
         except remote.SandboxDied as died:
             conn.send(("died", index, died.ename, died.reason))
@@ -97,6 +104,7 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
             conn.send(("died", None, sandbox.dead.ename, sandbox.dead.reason))
             break
     sandbox.kill("the notebook is finished")
+    shutil.rmtree(tempfile.tempdir, ignore_errors=True)
     conn.send(("done", {"pid": os.getpid()}))
     conn.close()
     sys.stdout.flush()
@@ -158,7 +166,9 @@ def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.San
 
 
 def _run_quietly(checker_shell, recorder: cells.Recorder, source: str, timeout: float | None) -> None:
-    """Run an instructor cell in the checker too; its outputs are the sandbox's, not these."""
+    """Run instructor code in the checker too; the cell's outputs are the sandbox's, not these."""
+    if not source:
+        return
     saved = recorder.outputs
     recorder.outputs = []
     cells.CellClock.start(timeout)
@@ -169,6 +179,16 @@ def _run_quietly(checker_shell, recorder: cells.Recorder, source: str, timeout: 
     finally:
         cells.CellClock.stop()
         recorder.outputs = saved
+
+
+def _imports_only(source: str) -> str:
+    """The top-level import statements of a cell (what the checker runs of an instructor cell)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    kept = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    return ast.unparse(ast.Module(body=kept, type_ignores=[])) if kept else ""
 
 
 def _merge(recorder: cells.Recorder, outputs: list[dict]) -> None:

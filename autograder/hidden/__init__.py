@@ -16,6 +16,9 @@ from autograder.hidden._base import (
     expect,
     expect_equal,
     hidden_check,
+    is_instance,
+    is_subclass,
+    student_module,
 )
 from autograder.hidden._gpu import NeedsGPU, gpu_device
 
@@ -27,4 +30,7 @@ __all__ = [
     "expect_equal",
     "gpu_device",
     "hidden_check",
+    "is_instance",
+    "is_subclass",
+    "student_module",
 ]

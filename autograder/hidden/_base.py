@@ -92,6 +92,48 @@ def _equal(got: Any, expected: Any) -> bool:
         return False
 
 
+def _remote_names(obj: Any, *, of_class: bool) -> list[str] | None:
+    """The class names a sandbox handle reports (None when ``obj`` is a local object)."""
+    names = getattr(type(obj), "remote_class_mro" if of_class else "remote_mro", None)
+    if names is None or not hasattr(obj, "_sandbox"):
+        return None
+    return obj.remote_class_mro if of_class else obj.remote_mro
+
+
+def is_instance(obj: Any, cls: type) -> bool:
+    """``isinstance`` that also works on a handle to an object in the student's sandbox (by the
+    class names the sandbox reports: it can claim any name, so use it for messages, not for trust)."""
+    names = _remote_names(obj, of_class=False)
+    if names is None:
+        return isinstance(obj, cls)
+    return f"{cls.__module__}.{cls.__qualname__}" in names
+
+
+def is_subclass(obj: Any, cls: type) -> bool:
+    """``isinstance(obj, type) and issubclass(obj, cls)``, also for a handle to a class in the sandbox."""
+    names = _remote_names(obj, of_class=True)
+    if names is None:
+        return isinstance(obj, type) and issubclass(obj, cls)
+    return f"{cls.__module__}.{cls.__qualname__}" in (names or [])
+
+
+def student_module(student: Any, name: str) -> Any:
+    """The module ``name`` as the student's code sees it: in the sandbox when ``student`` is a handle
+    to sandboxed code (e.g. to seed its ``torch`` or read its allocator), else this process's own.
+    ``"drivers"`` is ``autograder/sandbox/drivers.py``, the observers that run next to the student's
+    code (they report, the checks decide)."""
+    sandbox = getattr(student, "_sandbox", None)
+    if sandbox is not None and hasattr(type(student), "remote_mro"):
+        return sandbox.module(name)
+    if name == "drivers":
+        from autograder.sandbox import drivers
+
+        return drivers
+    import importlib
+
+    return importlib.import_module(name)
+
+
 def draw_seed() -> int:
     """``AUTOGRADER_SEED`` when set (reproduce a reported failure), else a fresh random seed."""
     env = os.environ.get(SEED_ENV)

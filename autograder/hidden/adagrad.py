@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.hidden._base import CheckRandom, expect, hidden_check
+from autograder.hidden._base import CheckRandom, expect, hidden_check, is_subclass, student_module
 from autograder.hidden._gpu import gpu_device
 
 OPTIMIZER_STATE_FACTORS = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2}
@@ -107,7 +107,7 @@ def _check_trajectory(AdaGrad, rng: CheckRandom, device: torch.device) -> None:
 @hidden_check("AdaGrad.step")
 def check_adagrad_step(AdaGrad, *, rng: CheckRandom) -> None:
     """Trajectory equals torch.optim.Adagrad; grads that are None are skipped; closure is honoured."""
-    expect(isinstance(AdaGrad, type) and issubclass(AdaGrad, torch.optim.Optimizer),
+    expect(is_subclass(AdaGrad, torch.optim.Optimizer),
            f"AdaGrad must be a subclass of torch.optim.Optimizer, got {AdaGrad!r}")
     _check_trajectory(AdaGrad, rng, torch.device("cpu"))
 
@@ -125,7 +125,8 @@ def check_adagrad_step(AdaGrad, *, rng: CheckRandom) -> None:
     result = optimizer.step(closure)
     expect(len(losses) == 1,
            f"step(closure) must call the closure once, it was called {len(losses)} times")
-    expect(result is losses[0], f"step(closure) must return the closure's loss, got {result!r}")
+    expect(isinstance(result, torch.Tensor) and torch.equal(result.detach(), losses[0].detach()),
+           f"step(closure) must return the closure's loss {losses[0].item():.6g}, got {result!r}")
 
 
 @hidden_check("AdaGrad param groups")
@@ -190,9 +191,13 @@ def check_adagrad_gpu(AdaGrad, *, rng: CheckRandom) -> None:
     for p in params:
         p.grad = rng.randn(*p.shape, device=device)
     expected_bytes = sum(p.numel() * p.element_size() for p in params)
+    # the student's process measures its own allocator; the parameters reach it first (len() is a
+    # cheap call that takes them), so only what the optimizer adds is counted
+    their_torch = student_module(AdaGrad, "torch")
+    student_module(AdaGrad, "builtins").len(params)
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
+        their_torch.cuda.synchronize(device)
+        before = their_torch.cuda.memory_allocated(device)
     optimizer = AdaGrad(params, lr=0.1)
     optimizer.step()
     for index, p in enumerate(params):
@@ -204,8 +209,8 @@ def check_adagrad_gpu(AdaGrad, *, rng: CheckRandom) -> None:
                f"shape {tuple(p.shape)}); got device {total.device}, dtype {total.dtype}, "
                f"shape {tuple(total.shape)}")
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        grown = torch.cuda.memory_allocated(device) - before
+        their_torch.cuda.synchronize(device)
+        grown = their_torch.cuda.memory_allocated(device) - before
         slack = 512 * len(params)  # room for a small per-parameter step counter
         expect(expected_bytes <= grown <= expected_bytes + slack,
                f"AdaGrad's state should take one float per parameter: {expected_bytes} bytes for "

@@ -27,14 +27,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder.hidden._base import CheckRandom, expect, hidden_check
+from autograder.hidden._base import CheckRandom, expect, hidden_check, student_module
 from autograder.hidden._gpu import gpu_device
 
 # --------------------------------------------------------------------------- helpers
 
 
 def _call(get_batch, dataset, batch_size: int, context_length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    result = get_batch(dataset, batch_size, context_length, device)
+    return _pair(get_batch(dataset, batch_size, context_length, device))
+
+
+def _pair(result: Any) -> tuple[torch.Tensor, torch.Tensor]:
     expect(isinstance(result, tuple | list) and len(result) == 2,
            f"get_batch must return a pair (x, y), got {type(result).__name__}")
     x, y = result
@@ -143,15 +146,17 @@ def check_get_batch_starts(get_batch, *, rng: CheckRandom) -> None:
 
 
 @contextlib.contextmanager
-def _python_and_numpy_rng_untouched(what: str) -> Iterator[None]:
-    numpy_state, python_state = np.random.get_state(), random.getstate()
+def _python_and_numpy_rng_untouched(get_batch, what: str) -> Iterator[None]:
+    their_numpy = student_module(get_batch, "numpy").random
+    their_random = student_module(get_batch, "random")
+    numpy_state, python_state = their_numpy.get_state(), their_random.getstate()
     yield
-    after = np.random.get_state()
+    after = their_numpy.get_state()
     expect(all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
                for a, b in zip(numpy_state, after, strict=True)),
            f"{what} changed numpy's global random state: draw the starts with torch.randint (torch's "
            "global generator), so that torch.manual_seed reproduces a batch")
-    expect(random.getstate() == python_state,
+    expect(their_random.getstate() == python_state,
            f"{what} changed Python's `random` state: draw the starts with torch.randint instead")
 
 
@@ -168,7 +173,7 @@ def check_get_batch_seed(get_batch, *, rng: CheckRandom) -> None:
         np.random.seed(numpy_seed)  # a numpy-based sampler would now draw differently
         random.seed(numpy_seed)
         torch.manual_seed(seed)
-        with _python_and_numpy_rng_untouched(what):
+        with _python_and_numpy_rng_untouched(get_batch, what):
             batches.append(_call(get_batch, dataset, batch_size, context_length, "cpu"))
     (x1, y1), (x2, y2) = batches
     expect(torch.equal(x1, x2) and torch.equal(y1, y2),
@@ -283,57 +288,8 @@ def check_load_tokens(load_tokens, *, rng: CheckRandom) -> None:
             expect(not got.flags.writeable,
                    f"{what} must be read-only (mode='r'): a writable memmap lets a bug overwrite the data")
             del got
-            expect(path.read_bytes() == before, f"{what} changed the token file")
-
-
-class _TransferSpy:
-    """Wraps Tensor.to / .cuda / .copy_ / .pin_memory to record host-to-device copies."""
-
-    def __init__(self) -> None:
-        self.copies: list[tuple[bool, bool]] = []  # (source pinned, non_blocking)
-        self.pinned = 0
-
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[_TransferSpy]:
-        names = ("to", "cuda", "copy_", "pin_memory")
-        saved = {name: torch.Tensor.__dict__.get(name) for name in names}
-        originals = {name: getattr(torch.Tensor, name) for name in names}
-        spy = self
-
-        def to(self, *args, **kwargs):
-            out = originals["to"](self, *args, **kwargs)
-            if self.device.type == "cpu" and out.device.type != "cpu":
-                blocking = kwargs.get("non_blocking", False) or any(a is True for a in args)
-                spy.copies.append((self.is_pinned(), bool(blocking)))
-            return out
-
-        def cuda(self, *args, **kwargs):
-            if self.device.type == "cpu":
-                blocking = kwargs.get("non_blocking", False) or any(a is True for a in args)
-                spy.copies.append((self.is_pinned(), bool(blocking)))
-            return originals["cuda"](self, *args, **kwargs)
-
-        def copy_(self, src, *args, **kwargs):
-            if self.device.type != "cpu" and isinstance(src, torch.Tensor) and src.device.type == "cpu":
-                blocking = kwargs.get("non_blocking", False) or any(a is True for a in args)
-                spy.copies.append((src.is_pinned(), bool(blocking)))
-            return originals["copy_"](self, src, *args, **kwargs)
-
-        def pin_memory(self, *args, **kwargs):
-            spy.pinned += 1
-            return originals["pin_memory"](self, *args, **kwargs)
-
-        wrappers = {"to": to, "cuda": cuda, "copy_": copy_, "pin_memory": pin_memory}
-        try:
-            for name, wrapper in wrappers.items():
-                setattr(torch.Tensor, name, wrapper)
-            yield self
-        finally:
-            for name, original in saved.items():
-                if original is None:
-                    delattr(torch.Tensor, name)
-                else:
-                    setattr(torch.Tensor, name, original)
+            on_their_side = student_module(load_tokens, "pathlib").Path(str(path))
+            expect(on_their_side.read_bytes() == before, f"{what} changed the token file")
 
 
 @hidden_check("get_batch on the GPU")
@@ -344,21 +300,20 @@ def check_get_batch_gpu(get_batch, *, rng: CheckRandom) -> None:
     for spelled in (device.type, device):
         batch_size, context_length = rng.randint(2, 32), rng.randint(2, 128)
         what = f"get_batch(..., {batch_size}, {context_length}, device={spelled!r})"
-        spy = _TransferSpy()
-        with spy.watching():
-            x, y = _call(get_batch, dataset, batch_size, context_length, spelled)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        watched = student_module(get_batch, "drivers").watch_transfers(
+            get_batch, dataset, batch_size, context_length, spelled)
+        x, y = _pair(watched["result"])
+        copies, pinned = [tuple(c) for c in watched["copies"]], watched["pinned"]
         _expect_layout(x, y, batch_size, context_length, device.type, what)
         _expect_rows_from(dataset, x, y, what)
         if device.type == "cuda":
-            expect(len(spy.copies) > 0,
+            expect(len(copies) > 0,
                    f"{what}: no host-to-device copy through .to/.cuda/.copy_ was seen; build the batch "
                    "on the CPU, pin it, then copy it with .to(device, non_blocking=True)")
-            expect(all(pinned and non_blocking for pinned, non_blocking in spy.copies),
+            expect(all(was_pinned and non_blocking for was_pinned, non_blocking in copies),
                    f"{what}: every host-to-device copy must come from pinned memory (pin_memory()) "
-                   f"with non_blocking=True; saw (pinned, non_blocking) = {spy.copies}")
+                   f"with non_blocking=True; saw (pinned, non_blocking) = {copies}")
         else:
-            expect(spy.pinned == 0 and not spy.copies,
+            expect(pinned == 0 and not copies,
                    f"{what}: on a CPU device nothing should be pinned or copied to another device "
                    "(pinning needs CUDA)")

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -24,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.hidden._base import CheckRandom, expect, hidden_check
+from autograder.hidden._base import CheckRandom, expect, hidden_check, is_instance, student_module
 from autograder.hidden._gpu import gpu_device
 
 FORMAT_KEYS = ("max", "min_normal", "min_subnormal", "eps")
@@ -111,7 +110,7 @@ def check_make_grad_scaler(make_grad_scaler, *, rng: CheckRandom) -> None:
     for device_type in device_types:
         scaler = make_grad_scaler(device_type, torch.float16)
         what = f"make_grad_scaler({device_type!r}, torch.float16)"
-        expect(isinstance(scaler, torch.amp.GradScaler),
+        expect(is_instance(scaler, torch.amp.GradScaler),
                f"{what} should return a torch.amp.GradScaler (float16 gradients underflow without "
                f"loss scaling), got {type(scaler).__name__}")
         expect(scaler.is_enabled(), f"{what} returned a disabled GradScaler")
@@ -148,92 +147,62 @@ def _reference_step(model, optimizer, inputs, targets, loss_fn, autocast_dtype, 
     return loss.item()
 
 
-class _Spies:
-    """Records zero_grad calls (their set_to_none) on an optimizer and a model, and scaler.update calls."""
-
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler) -> None:
-        self.set_to_none: list[bool] = []
-        self.updates = 0
-        for owner in (model, optimizer):
-            original = owner.zero_grad
-
-            def zero_grad(*args, _original=original, **kwargs):
-                flag = kwargs.get("set_to_none", args[0] if args else True)
-                self.set_to_none.append(bool(flag))
-                return _original(*args, **kwargs)
-
-            owner.zero_grad = zero_grad
-        if scaler is not None:
-            original_update = scaler.update
-
-            def update(*args, **kwargs):
-                self.updates += 1
-                return original_update(*args, **kwargs)
-
-            scaler.update = update
-
-
-def _expect_float32(model: nn.Module, optimizer: torch.optim.Optimizer, what: str) -> None:
-    for name, p in model.named_parameters():
-        expect(p.dtype == torch.float32,
-               f"{what}: parameter {name} is {p.dtype}; autocast computes in low precision but the "
-               f"parameters (the master weights) must stay float32 (no model.half())")
-    for state in optimizer.state.values():
-        for key, value in state.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0:
-                expect(value.dtype == torch.float32,
-                       f"{what}: optimizer state {key!r} is {value.dtype}, expected float32")
-
-
 def _run_side_by_side(train_step_mixed: Callable, rng: CheckRandom, device: torch.device,
-                      autocast_dtype: torch.dtype, make_scaler: Callable[[], Any] | None, steps: int,
-                      what: str) -> tuple[Any, Any]:
-    """Train copies of one model with the student's step and the reference step; compare every step."""
-    model, d_in, classes = _model(rng, device)
-    ref_model = copy.deepcopy(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+                      autocast_dtype: torch.dtype, scaler_kwargs: dict | None, steps: int,
+                      what: str) -> tuple[dict, Any]:
+    """Train one model with the student's step (next to the student's code, observed by
+    ``drivers.train_steps``) and a copy with the reference step here; compare every step."""
+    model, d_in, classes = _model(rng, torch.device("cpu"))
+    sizes = (d_in, model[0].out_features, classes)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    ref_model = model.to(device)
     ref_optimizer = torch.optim.Adam(ref_model.parameters(), lr=1e-2)
-    scaler = make_scaler() if make_scaler else None
-    ref_scaler = make_scaler() if make_scaler else None
-    seen: list[torch.dtype] = []
-    model[0].register_forward_hook(lambda module, args, output: seen.append(output.dtype))
-    spies = _Spies(model, optimizer, scaler)
+    ref_scaler = torch.amp.GradScaler(device.type, **scaler_kwargs) if scaler_kwargs is not None \
+        else None
     loss_fn = nn.functional.cross_entropy
     batch = rng.randint(4, 16)
-    for step in range(1, steps + 1):
-        inputs = rng.randn(batch, d_in, device=device)
-        targets = torch.randint(0, classes, (batch,), generator=rng.generator()).to(device)
-        calls_before = len(spies.set_to_none)
-        kwargs = {"autocast_dtype": autocast_dtype}
-        if scaler is not None:
-            kwargs["scaler"] = scaler
-        got = train_step_mixed(model, optimizer, inputs, targets, loss_fn, **kwargs)
-        want = _reference_step(ref_model, ref_optimizer, inputs, targets, loss_fn, autocast_dtype, ref_scaler)
+    batches = [(rng.randn(batch, d_in), torch.randint(0, classes, (batch,), generator=rng.generator()))
+               for _ in range(steps)]
+    drivers = student_module(train_step_mixed, "drivers")
+    report = drivers.train_steps(train_step_mixed, state=state, sizes=sizes, device=device.type,
+                                 batches=batches, autocast_dtype=autocast_dtype,
+                                 scaler_kwargs=scaler_kwargs)
+    expect(isinstance(report, dict) and len(report.get("steps", [])) == steps,
+           f"{what}: the training steps did not all run")
+    low = str(autocast_dtype).removeprefix("torch.")
+    for step, ((inputs, targets), got) in enumerate(zip(batches, report["steps"], strict=True), 1):
+        want = _reference_step(ref_model, ref_optimizer, inputs.to(device), targets.to(device),
+                               loss_fn, autocast_dtype, ref_scaler)
         where = f"{what}, step {step}"
-        expect(seen and seen[-1] == autocast_dtype,
-               f"{where}: the first Linear layer produced {seen[-1] if seen else 'nothing'}; under "
+        expect(got["seen"] == low,
+               f"{where}: the first Linear layer produced {got['seen'] or 'nothing'}; under "
                f"torch.autocast(device_type={device.type!r}, dtype={autocast_dtype}) it produces "
                f"{autocast_dtype}. Run the forward pass and the loss inside torch.autocast for the "
                f"inputs' device type")
-        expect(isinstance(got, float),
+        expect(got["loss_is_float"],
                f"{where}: train_step_mixed must return the loss as a Python float (loss.item()), "
-               f"got {type(got).__name__}")
-        expect(math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-4),
-               f"{where}: returned loss {got!r}, expected {want!r} (the unscaled loss of this step)")
-        _expect_float32(model, optimizer, where)
-        calls = spies.set_to_none[calls_before:]
-        grads_cleared = all(p.grad is None for p in model.parameters())
-        expect(grads_cleared or (calls and all(calls)),
+               f"got {got['loss']}")
+        expect(math.isclose(got["loss"], want, rel_tol=1e-3, abs_tol=1e-4),
+               f"{where}: returned loss {got['loss']!r}, expected {want!r} (the unscaled loss of this step)")
+        for name, dtype in got["param_dtypes"].items():
+            expect(dtype == "torch.float32",
+                   f"{where}: parameter {name} is {dtype}; autocast computes in low precision but the "
+                   f"parameters (the master weights) must stay float32 (no model.half())")
+        for dtype in got["state_dtypes"]:
+            expect(dtype == "torch.float32", f"{where}: optimizer state is {dtype}, expected float32")
+        calls = got["set_to_none"]
+        expect(got["grads_cleared"] or (calls and all(calls)),
                f"{where}: clear the gradients with optimizer.zero_grad(set_to_none=True) every step "
                f"(zero_grad calls seen this step with set_to_none={calls})")
-        for (name, p), q in zip(model.named_parameters(), ref_model.parameters(), strict=True):
-            if not torch.allclose(p, q, rtol=1e-3, atol=1e-4):
-                diff = (p - q).abs().max().item()
+        for (name, q) in ref_model.named_parameters():
+            p = got["params"][name]
+            if not torch.allclose(p, q.detach().cpu(), rtol=1e-3, atol=1e-4):
+                diff = (p - q.detach().cpu()).abs().max().item()
                 expect(False,
                        f"{where}: parameter {name} differs from a reference mixed-precision step "
                        f"(max abs difference {diff:.3g}): forward+loss under autocast, backward, "
                        f"optimizer step (through the scaler when one is given), gradients cleared")
-    return spies, (scaler, ref_scaler)
+    return report, ref_scaler
 
 
 def _check_bf16(train_step_mixed, rng: CheckRandom, device: torch.device) -> None:
@@ -244,29 +213,24 @@ def _check_bf16(train_step_mixed, rng: CheckRandom, device: torch.device) -> Non
 def _check_fp16_scaler(train_step_mixed, rng: CheckRandom, device: torch.device) -> None:
     what = f"train_step_mixed(..., autocast_dtype=torch.float16, scaler=GradScaler) on {device.type}"
     init = 2.0 ** rng.randint(4, 12)
-
-    def growing_scaler():  # growth_interval=1: each update() without inf doubles the scale
-        return torch.amp.GradScaler(device.type, init_scale=init, growth_interval=1)
-
-    spies, (scaler, ref_scaler) = _run_side_by_side(train_step_mixed, rng, device, torch.float16,
-                                                    growing_scaler, steps=2, what=what)
-    expect(spies.updates == 2,
-           f"{what}: scaler.update() should run once per step, it ran {spies.updates} times in 2 steps")
-    expect(scaler.get_scale() == ref_scaler.get_scale(),
+    growing = {"init_scale": init, "growth_interval": 1}  # each update() without inf doubles it
+    report, ref_scaler = _run_side_by_side(train_step_mixed, rng, device, torch.float16, growing,
+                                           steps=2, what=what)
+    expect(report["updates"] == 2,
+           f"{what}: scaler.update() should run once per step, it ran {report['updates']} times in 2 steps")
+    expect(report["scale"] == ref_scaler.get_scale(),
            f"{what}: after 2 steps the loss scale should be {ref_scaler.get_scale()}, got "
-           f"{scaler.get_scale()} (call scaler.scale(loss).backward(), scaler.step(optimizer), "
+           f"{report['scale']} (call scaler.scale(loss).backward(), scaler.step(optimizer), "
            f"scaler.update())")
 
-    def overflowing_scaler():  # float16 gradients overflow: scaler.step must skip the optimizer step
-        return torch.amp.GradScaler(device.type, init_scale=2.0**40, growth_interval=1000)
-
-    _, (scaler, ref_scaler) = _run_side_by_side(
-        train_step_mixed, rng, device, torch.float16, overflowing_scaler, steps=1,
+    overflowing = {"init_scale": 2.0**40, "growth_interval": 1000}  # float16 gradients overflow
+    report, ref_scaler = _run_side_by_side(
+        train_step_mixed, rng, device, torch.float16, overflowing, steps=1,
         what=f"{what} with a loss scale of 2**40 (float16 gradients overflow to inf; the step must "
              f"be skipped by scaler.step(optimizer))")
-    expect(scaler.get_scale() == ref_scaler.get_scale() < 2.0**40,
+    expect(report["scale"] == ref_scaler.get_scale() < 2.0**40,
            f"{what}: after an overflowing step the scale should drop to {ref_scaler.get_scale()}, "
-           f"got {scaler.get_scale()}")
+           f"got {report['scale']}")
 
 
 @hidden_check("train_step_mixed (bfloat16)")

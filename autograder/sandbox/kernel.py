@@ -94,7 +94,7 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
              kill: socket.socket) -> dict:
     workdir = os.path.join(WORK, f"job-{job.get('id', 0)}")
     os.makedirs(workdir, exist_ok=True)
-    for path, index in zip(files.get("paths", []), range(len(blobs))):
+    for path, index in zip(files.get("paths", []), range(len(blobs)), strict=False):
         target = os.path.normpath(os.path.join(workdir, path))
         if target.startswith(workdir + os.sep):
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -372,7 +372,8 @@ class Kernel:
         return encoder
 
     def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
-        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir="/tmp")
+        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir="/tmp",
+                            files_under="/tmp")
 
     def _resolve(self, tree: dict) -> Any:
         if tree.get("$") == "ref":
@@ -394,7 +395,7 @@ class Kernel:
 
     def _apply_sync(self, header: dict, blobs: list[bytes]) -> None:
         decoder = self._decoder(blobs)
-        for mirror, tree in zip(header.get("sync_ids", []), header.get("sync", [])):
+        for mirror, tree in zip(header.get("sync_ids", []), header.get("sync", []), strict=False):
             tree = dict(tree, mirror=mirror)
             decoder.decode(tree)
 

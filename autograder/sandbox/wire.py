@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 import socket
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 HEADER, BLOB = b"H", b"B"
 PACKET = 64 * 1024  # payload bytes per packet (well under the default socket buffer)
@@ -168,8 +170,10 @@ class Encoder:
     JSON tree for a tensor (mirrors, aliases) or None for the default by-value encoding."""
 
     def __init__(self, ref: Callable[[Any], dict], tensor_hook: Callable[[Any], dict | None] | None = None,
-                 max_bytes: int = MAX_MESSAGE) -> None:
+                 max_bytes: int = MAX_MESSAGE,
+                 attach_file: Callable[[str], bytes | None] | None = None) -> None:
         self.ref, self.tensor_hook, self.max_bytes = ref, tensor_hook, max_bytes
+        self.attach_file = attach_file  # a path to a file the receiver must also have: its bytes
         self.blobs: list[bytes] = []
         self.size = 0
         self.items = 0
@@ -186,8 +190,19 @@ class Encoder:
         if depth > MAX_DEPTH or self.items > MAX_ITEMS:
             raise NotPlainData("value nested too deeply or too many items")
         kind = type(value)
-        if value is None or kind in (bool, str):
+        if value is None or kind is bool:
             return value
+        if kind is str:
+            content = self.attach_file(value) if self.attach_file and value.startswith("/") else None
+            if content is None:
+                return value
+            return {"$": "path", "v": value, "str": True, "file": self.blob(content)}
+        if kind in (pathlib.PosixPath, pathlib.PurePosixPath):
+            record = {"$": "path", "v": str(value)}
+            content = self.attach_file(str(value)) if self.attach_file else None
+            if content is not None:
+                record["file"] = self.blob(content)
+            return record
         if kind is int:
             return value if abs(value) < 2**63 else {"$": "bigint", "v": str(value)}
         if kind is float:
@@ -228,8 +243,11 @@ class Encoder:
                 return self.ndarray(value)
             if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype != object:
                 return {"$": "npscalar", "dtype": value.dtype.str, "b": self.blob(value.tobytes())}
-            if isinstance(value, np.dtype) and value != object:
+            if isinstance(value, np.dtype) and not value.hasobject:
                 return {"$": "npdtype", "v": value.str}
+            if isinstance(value, type) and issubclass(value, np.generic) and value is not np.object_ \
+                    and value.__module__ == "numpy":
+                return {"$": "nptype", "v": np.dtype(value).str}
         return self.ref(value)
 
     def tensor(self, t, depth: int = 0) -> dict:
@@ -273,9 +291,10 @@ class Decoder:
 
     def __init__(self, blobs: list[bytes], resolve: Callable[[dict], Any],
                  tensor_hook: Callable[[dict, Any], Any] | None = None,
-                 memmap_dir: str | None = None) -> None:
+                 memmap_dir: str | None = None, files_under: str | None = None) -> None:
         self.blobs, self.resolve, self.tensor_hook = blobs, resolve, tensor_hook
         self.memmap_dir = memmap_dir
+        self.files_under = files_under  # where attached files may be written (None: nowhere)
 
     def blob(self, index: Any) -> bytes:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -311,7 +330,7 @@ class Decoder:
             keys, values = _list(tree["k"]), _list(tree["v"])
             if len(keys) != len(values):
                 raise WireError("dict keys and values differ in length")
-            return {sub(k): sub(v) for k, v in zip(keys, values)}
+            return {sub(k): sub(v) for k, v in zip(keys, values, strict=True)}
         if kind in ("set", "frozenset"):
             items = (sub(v) for v in _list(tree["v"]))
             return set(items) if kind == "set" else frozenset(items)
@@ -337,9 +356,30 @@ class Decoder:
             return np.frombuffer(self.blob(tree["b"]), dtype=np.dtype(str(tree["dtype"])))[0]
         if kind == "npdtype":
             return _numpy().dtype(str(tree["v"]))
+        if kind == "nptype":
+            return _numpy().dtype(str(tree["v"])).type
+        if kind == "path":
+            path = str(tree["v"])
+            if "file" in tree:
+                self.write_file(path, self.blob(tree["file"]))
+            return path if tree.get("str") else pathlib.Path(path)
         if kind in ("ref", "local"):
             return self.resolve(tree)
         raise WireError(f"unknown value kind {kind!r}")
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Recreate a file the sender's value names, if it lies where this side may write."""
+        import os
+
+        root = self.files_under
+        target = os.path.normpath(path)
+        if root is None or not target.startswith(root.rstrip("/") + "/"):
+            return
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.islink(target):
+            os.unlink(target)
+        with open(target, "wb") as out:
+            out.write(data)
 
     def tensor(self, tree: dict):
         torch = _torch()

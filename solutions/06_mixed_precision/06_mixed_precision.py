@@ -132,8 +132,18 @@ def make_grad_scaler(device_type: str, autocast_dtype: torch.dtype) -> torch.amp
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": false, "grade_id": "describe_scaler", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def describe_scaler(scaler):
+    """Describe ``scaler``: "enabled GradScaler", "disabled GradScaler" or its type name."""
+    if isinstance(scaler, torch.amp.GradScaler):
+        return "enabled GradScaler" if scaler.is_enabled() else "disabled GradScaler"
+    return type(scaler).__name__
+
+
 # %% nbgrader={"grade": true, "grade_id": "test_make_grad_scaler", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-assert isinstance(make_grad_scaler("cpu", torch.float16), torch.amp.GradScaler), "float16 needs a GradScaler"
+assert describe_scaler(make_grad_scaler("cpu", torch.float16)) == "enabled GradScaler", (
+    f"float16 needs an enabled torch.amp.GradScaler, got {describe_scaler(make_grad_scaler('cpu', torch.float16))}"
+)
 assert make_grad_scaler("cpu", torch.bfloat16) is None, "bfloat16 needs no scaler: return None"
 ### BEGIN HIDDEN TESTS
 from autograder.hidden import mixed_precision as _hidden
@@ -179,18 +189,36 @@ def train_step_mixed(model: nn.Module, optimizer: torch.optim.Optimizer, inputs:
     ### END SOLUTION
 
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "training_demo_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The tests below run your step through `training_demo`: it trains a small classifier on one fixed batch
+# and reports what happened as plain values (the losses, the dtype the first layer produced, the
+# parameters' dtypes, the loss scale).
+
+# %% nbgrader={"grade": false, "grade_id": "training_demo", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def training_demo(train_step, *, steps=20, autocast_dtype=torch.bfloat16, scaler_args=None,
+                  device="cpu"):
+    """Train a small classifier with ``train_step`` on one fixed batch; report what happened."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs, targets = torch.randn(32, 8).to(device), torch.randint(0, 3, (32,)).to(device)
+    scaler = None if scaler_args is None else torch.amp.GradScaler(device, **scaler_args)
+    seen = []
+    model[0].register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    extra = {} if scaler is None else {"scaler": scaler}
+    losses = [train_step(model, optimizer, inputs, targets, nn.functional.cross_entropy,
+                         autocast_dtype=autocast_dtype, **extra) for _ in range(steps)]
+    return {"losses": losses, "first_layer": seen[0] if seen else None,
+            "param_dtypes": sorted({str(p.dtype) for p in model.parameters()}),
+            "scale": None if scaler is None else scaler.get_scale()}
+
+
 # %% nbgrader={"grade": true, "grade_id": "test_train_step_mixed", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-torch.manual_seed(0)
-_model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
-_optimizer = torch.optim.SGD(_model.parameters(), lr=0.1)
-_inputs, _targets = torch.randn(32, 8), torch.randint(0, 3, (32,))
-_seen = []
-_hook = _model[0].register_forward_hook(lambda module, args, output: _seen.append(output.dtype))
-_losses = [train_step_mixed(_model, _optimizer, _inputs, _targets, nn.functional.cross_entropy) for _ in range(20)]
-_hook.remove()
+_report = training_demo(train_step_mixed)
+_losses = _report["losses"]
 assert all(isinstance(_loss, float) for _loss in _losses), f"return loss.item(), a Python float; got {type(_losses[0])}"
-assert _seen[0] == torch.bfloat16, f"under autocast the first Linear layer should output bfloat16, got {_seen[0]}"
-assert all(p.dtype == torch.float32 for p in _model.parameters()), "the parameters must stay float32"
+assert _report["first_layer"] == torch.bfloat16, f"under autocast the first Linear layer should output bfloat16, got {_report['first_layer']}"
+assert _report["param_dtypes"] == ["torch.float32"], f"the parameters must stay float32, got {_report['param_dtypes']}"
 assert _losses[-1] < _losses[0], f"20 steps on one batch should lower the loss: {_losses[0]:.3f} -> {_losses[-1]:.3f}"
 ### BEGIN HIDDEN TESTS
 from autograder.hidden import mixed_precision as _hidden
@@ -199,12 +227,11 @@ _hidden.check_train_step_mixed(train_step_mixed)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_train_step_mixed_scaler", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
-_loss = train_step_mixed(_model, _optimizer, _inputs, _targets, nn.functional.cross_entropy,
-                         autocast_dtype=torch.float16, scaler=_scaler)
-assert _scaler.get_scale() == 2048.0, (
+_report = training_demo(train_step_mixed, steps=1, autocast_dtype=torch.float16,
+                        scaler_args={"init_scale": 1024.0, "growth_interval": 1})
+assert _report["scale"] == 2048.0, (
     f"with growth_interval=1 one successful step should double the scale 1024 -> 2048, got "
-    f"{_scaler.get_scale()}: call scaler.update() after scaler.step(optimizer)"
+    f"{_report['scale']}: call scaler.update() after scaler.step(optimizer)"
 )
 ### BEGIN HIDDEN TESTS
 from autograder.hidden import mixed_precision as _hidden
@@ -220,11 +247,8 @@ _hidden.check_train_step_mixed_scaler(train_step_mixed)
 
 # %% nbgrader={"grade": true, "grade_id": "test_train_step_mixed_gpu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 if torch.cuda.is_available():
-    _model_gpu = nn.Linear(8, 3).cuda()
-    _loss = train_step_mixed(_model_gpu, torch.optim.SGD(_model_gpu.parameters(), lr=0.1),
-                             torch.randn(4, 8, device="cuda"), torch.randint(0, 3, (4,), device="cuda"),
-                             nn.functional.cross_entropy)
-    assert isinstance(_loss, float), f"expected a Python float, got {type(_loss).__name__}"
+    _report = training_demo(train_step_mixed, steps=2, device="cuda")
+    assert all(isinstance(_loss, float) for _loss in _report["losses"]), f"expected Python floats, got {_report['losses']}"
 else:
     print("no GPU here: the grader runs this check on a GPU runner")
 ### BEGIN HIDDEN TESTS

@@ -1,0 +1,129 @@
+"""Observers that run next to the student's code and report what they saw as plain values.
+
+Some checks need to watch the student's code from the inside: which host-to-device copies it makes,
+which dtype autocast produced in a layer, whether it cleared the gradients. Such observers live here,
+a file the sandbox can read (nothing secret: no reference, no expected value). A hidden check calls
+them through ``student_module(student, "drivers")`` and compares their report with its own reference,
+computed in the checker. A student who patches these observers can only misreport their own work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@contextlib.contextmanager
+def _watching_copies(copies: list, pinned: list) -> Iterator[None]:
+    """Wrap Tensor.to / .cuda / .copy_ / .pin_memory to record host-to-device copies."""
+    names = ("to", "cuda", "copy_", "pin_memory")
+    saved = {name: torch.Tensor.__dict__.get(name) for name in names}
+    originals = {name: getattr(torch.Tensor, name) for name in names}
+
+    def blocking_flag(args, kwargs) -> bool:
+        return bool(kwargs.get("non_blocking", False) or any(a is True for a in args))
+
+    def to(self, *args, **kwargs):
+        out = originals["to"](self, *args, **kwargs)
+        if self.device.type == "cpu" and out.device.type != "cpu":
+            copies.append((self.is_pinned(), blocking_flag(args, kwargs)))
+        return out
+
+    def cuda(self, *args, **kwargs):
+        if self.device.type == "cpu":
+            copies.append((self.is_pinned(), blocking_flag(args, kwargs)))
+        return originals["cuda"](self, *args, **kwargs)
+
+    def copy_(self, src, *args, **kwargs):
+        if self.device.type != "cpu" and isinstance(src, torch.Tensor) and src.device.type == "cpu":
+            copies.append((src.is_pinned(), blocking_flag(args, kwargs)))
+        return originals["copy_"](self, src, *args, **kwargs)
+
+    def pin_memory(self, *args, **kwargs):
+        pinned.append(1)
+        return originals["pin_memory"](self, *args, **kwargs)
+
+    wrappers = {"to": to, "cuda": cuda, "copy_": copy_, "pin_memory": pin_memory}
+    try:
+        for name, wrapper in wrappers.items():
+            setattr(torch.Tensor, name, wrapper)
+        yield
+    finally:
+        for name, original in saved.items():
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+
+
+def watch_transfers(fn: Callable, *args: Any) -> dict:
+    """Call ``fn(*args)``; report its result, the host-to-device copies it made as
+    (source pinned, non_blocking) pairs, and how often it pinned memory."""
+    copies: list[tuple[bool, bool]] = []
+    pinned: list[int] = []
+    with _watching_copies(copies, pinned):
+        result = fn(*args)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return {"result": result, "copies": copies, "pinned": len(pinned)}
+
+
+def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, int, int],
+                device: str, batches: list, autocast_dtype: torch.dtype,
+                scaler_kwargs: dict | None) -> dict:
+    """Build the check's model (from ``state``), an Adam optimizer and, when ``scaler_kwargs`` is
+    given, a GradScaler; run the student's step on each (inputs, targets) of ``batches``; report per
+    step the returned loss, the dtype the first layer produced, the zero_grad calls, the parameters,
+    whether gradients were cleared, the optimizer-state dtypes and the loss scale."""
+    d_in, hidden, classes = sizes
+    model = nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, classes))
+    model.load_state_dict(state)
+    model.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler(device, **scaler_kwargs) if scaler_kwargs is not None else None
+    seen: list[torch.dtype] = []
+    model[0].register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    calls: list[bool] = []
+    updates = [0]
+    for owner in (model, optimizer):
+        original = owner.zero_grad
+
+        def zero_grad(*args, _original=original, **kwargs):
+            calls.append(bool(kwargs.get("set_to_none", args[0] if args else True)))
+            return _original(*args, **kwargs)
+
+        owner.zero_grad = zero_grad
+    if scaler is not None:
+        original_update = scaler.update
+
+        def update(*args, **kwargs):
+            updates[0] += 1
+            return original_update(*args, **kwargs)
+
+        scaler.update = update
+    steps = []
+    for inputs, targets in batches:
+        before = len(calls)
+        kwargs: dict[str, Any] = {"autocast_dtype": autocast_dtype}
+        if scaler is not None:
+            kwargs["scaler"] = scaler
+        loss = train_step_mixed(model, optimizer, inputs.to(device), targets.to(device),
+                                nn.functional.cross_entropy, **kwargs)
+        steps.append({
+            "loss": loss if type(loss) is float else repr(type(loss).__name__),
+            "loss_is_float": type(loss) is float,
+            "seen": str(seen[-1]).removeprefix("torch.") if seen else None,
+            "set_to_none": calls[before:],
+            "grads_cleared": all(p.grad is None for p in model.parameters()),
+            "params": {name: p.detach().cpu().clone() for name, p in model.named_parameters()},
+            "param_dtypes": {name: str(p.dtype) for name, p in model.named_parameters()},
+            "state_dtypes": sorted({str(v.dtype) for s in optimizer.state.values()
+                                    for v in s.values()
+                                    if isinstance(v, torch.Tensor) and v.dim() > 0}),
+        })
+    return {"steps": steps, "updates": updates[0],
+            "scale": float(scaler.get_scale()) if scaler is not None else None}
