@@ -28,6 +28,7 @@ from autograder.hidden import HiddenCheckFailed, NeedsGPU
 from autograder.hidden import adagrad as adagrad_checks
 from autograder.hidden import get_batch as get_batch_checks
 from autograder.hidden import mixed_precision as mixed_checks
+from autograder.sandbox import drivers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("04_adagrad", "05_get_batch", "06_mixed_precision")
@@ -220,20 +221,27 @@ def test_virtual_tokens_count_reads_and_refuse_whole_conversion():
 
 def test_transfer_spy_restores_tensor_methods_even_after_an_error():
     before = {name: torch.Tensor.__dict__.get(name) for name in ("to", "cuda", "copy_", "pin_memory")}
-    with pytest.raises(RuntimeError, match="boom"), get_batch_checks._TransferSpy().watching():
+
+    def fails():
         torch.ones(2).to("cpu")
         raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        drivers.watch_transfers(fails)
     assert {name: torch.Tensor.__dict__.get(name) for name in before} == before
 
 
 def test_transfer_spy_sees_copies_to_another_device():
     """The meta device stands in for CUDA here: .to and .copy_ from the CPU are recorded."""
-    spy = get_batch_checks._TransferSpy()
-    with spy.watching():
+
+    def copies():
         torch.ones(2).to("cpu")  # no transfer
         torch.ones(2).to("meta", non_blocking=True)
         torch.empty(2, device="meta").copy_(torch.ones(2))
-    assert spy.copies == [(False, True), (False, False)] and spy.pinned == 0
+        return "done"
+
+    report = drivers.watch_transfers(copies)
+    assert report == {"result": "done", "copies": [(False, True), (False, False)], "pinned": 0}
 
 
 def test_get_batch_checks_leave_global_random_states_alone():

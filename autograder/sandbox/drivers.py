@@ -80,9 +80,10 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
     step the returned loss, the dtype the first layer produced, the zero_grad calls, the parameters,
     whether gradients were cleared, the optimizer-state dtypes and the loss scale."""
     d_in, hidden, classes = sizes
-    model = nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, classes))
+    # built on the meta device (no random initialization: the global generators stay as they were)
+    model = nn.Sequential(nn.Linear(d_in, hidden, device="meta"), nn.GELU(),
+                          nn.Linear(hidden, classes, device="meta")).to_empty(device=device)
     model.load_state_dict(state)
-    model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler(device, **scaler_kwargs) if scaler_kwargs is not None else None
     seen: list[torch.dtype] = []
