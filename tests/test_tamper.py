@@ -1,0 +1,212 @@
+"""Cheating does not pay: the tamper catalogue (``tamper_catalogue.py``) graded in one batch with
+honest students, by the real sandbox (bubblewrap), and by plain ``nbgrader autograde`` for comparison.
+
+For every attack: its score is at most its control's (the same answers without the attack); the honest
+students keep their grades; the batch completes in one run; a loopback listener receives nothing; no
+process outlives its notebook to edit the gradebook or other students' files. The nbgrader run records
+which attacks pay there (the README's comparison table) and fails if that changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import tamper_catalogue as catalogue
+from nbgrader.api import Gradebook
+
+from autograder.grading import grade
+from autograder.release import copy_course, nbgrader_environment, release
+
+ROOT = Path(__file__).resolve().parents[1]
+DAEMON_WAIT_S = 7.0  # the daemon attack sleeps 4 s before it strikes
+
+# Which attacks pay under plain nbgrader (measured by test_which_attacks_pay_with_nbgrader; the
+# README's table shows the same). "pays": more points than the same answers without the attack.
+PAYS_WITH_NBGRADER = {
+    "showtraceback": True,
+    "custom_exc": True,
+    "run_cell": True,
+    "run_cell_async": True,
+    "settrace": False,
+    "hidden_checks_patched": True,
+    "torch_equal_patched": True,
+    "always_equal": True,
+    "read_solutions": True,
+    "daemon_edits_gradebook": True,
+    "kill_grader": True,
+    "network": True,
+    "forged_channel": False,
+}
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that records every byte it receives."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.received: list[bytes] = []
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with connection:
+                connection.settimeout(2)
+                try:
+                    while chunk := connection.recv(4096):
+                        self.received.append(chunk)
+                except OSError:
+                    pass
+
+    def reset(self) -> None:
+        self.received.clear()
+        self.connections = 0
+
+
+@pytest.fixture(scope="module")
+def listener():
+    listening = Listener()
+    yield listening
+    listening.server.close()
+
+
+def _scores(root: Path, students: list[str]) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        found = {}
+        for student in students:
+            try:
+                found[student] = float(gb.find_submission(catalogue.ASSIGNMENT, student).score)
+            except Exception:  # noqa: BLE001 - not graded
+                found[student] = None
+        return found
+
+
+def _extra_credit(root: Path) -> list:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return [g.extra_credit for s in gb.find_assignment(catalogue.ASSIGNMENT).submissions
+                for nb in s.notebooks for g in nb.grades if g.extra_credit]
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / "submitted").rglob("*.ipynb")) if "honest" in str(p)}
+
+
+def _class(tmp_path_factory, name: str, listener: Listener):
+    root = copy_course(ROOT, tmp_path_factory.mktemp(name) / "course")
+    release(assignments=[catalogue.ASSIGNMENT], course_root=root)
+    marker = root.parent / "daemon-was-here"
+    controls = catalogue.write_class(root, port=listener.port, marker=str(marker))
+    return root, marker, controls
+
+
+@pytest.fixture(scope="module")
+def sandboxed(tmp_path_factory, listener):
+    """The whole class graded by ``autograder grade`` in one run, in the bubblewrap sandbox."""
+    root, marker, controls = _class(tmp_path_factory, "sandboxed", listener)
+    listener.reset()
+    before = _digests(root)
+    summary = grade(course_root=root, workers_count=2, allow_cpu=True, progress=False)
+    time.sleep(DAEMON_WAIT_S)
+    return {"root": root, "marker": marker, "controls": controls, "summary": summary,
+            "received": list(listener.received), "connections": listener.connections,
+            "before": before}
+
+
+def test_the_batch_completes_in_one_run(sandboxed):
+    results = {r.student: r for r in sandboxed["summary"].results}
+    students = set(sandboxed["controls"]) | {"honest-reference", "honest-wrong", "control-stub",
+                                             "control-wrong", "control-wrong_gather"}
+    assert set(results) == students
+    assert {r.status for r in results.values()} == {"graded"}, [
+        (r.student, r.status, r.reasons) for r in results.values() if r.status != "graded"]
+
+
+def test_no_attack_pays(sandboxed):
+    root, controls = sandboxed["root"], sandboxed["controls"]
+    scores = _scores(root, [*controls, *set(controls.values())])
+    paying = {a: (scores[a], scores[c]) for a, c in controls.items() if scores[a] > scores[c]}
+    assert not paying, f"attacks that paid (attack score, control score): {paying}"
+    assert scores["control-stub"] == 0.0
+
+
+def test_honest_students_keep_their_grades(sandboxed, tmp_path):
+    """The honest students score what they score in a class without attackers."""
+    honest = ["honest-reference", "honest-wrong"]
+    alone = copy_course(ROOT, tmp_path / "course")
+    release(assignments=[catalogue.ASSIGNMENT], course_root=alone)
+    for student in honest:
+        source = sandboxed["root"] / "submitted" / student
+        shutil.copytree(source, alone / "submitted" / student)
+    grade(course_root=alone, allow_cpu=True, progress=False)
+    scores = _scores(sandboxed["root"], honest)
+    assert scores == _scores(alone, honest)
+    assert scores["honest-reference"] == 10.0 and scores["honest-wrong"] < 10.0
+
+
+def test_the_network_is_closed(sandboxed):
+    assert sandboxed["received"] == [] and sandboxed["connections"] == 0
+
+
+def test_nothing_outlives_its_notebook(sandboxed):
+    root = sandboxed["root"]
+    assert not sandboxed["marker"].exists(), "a daemon wrote on the grading machine after its notebook"
+    assert _extra_credit(root) == []
+    assert _digests(root) == sandboxed["before"], "another student's submission changed"
+
+
+def test_the_grader_was_not_killed(sandboxed):
+    record = next(r for r in sandboxed["summary"].results if r.student == "attack-kill_grader")
+    assert record.status == "graded" and record.score == 0.0
+
+
+def _nbgrader_autograde(root: Path, student: str) -> None:
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", catalogue.ASSIGNMENT,
+                    "--student", student, "--force"], cwd=root, capture_output=True, text=True,
+                   env=nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"}), timeout=600)
+
+
+@pytest.mark.slow
+def test_which_attacks_pay_with_nbgrader(tmp_path_factory, listener):
+    """The same class through plain nbgrader, one ``nbgrader autograde --student`` at a time (an
+    attack that kills the grader would otherwise stop the students after it)."""
+    root, marker, controls = _class(tmp_path_factory, "nbgrader", listener)
+    listener.reset()
+    students = sorted({*controls, *controls.values(), "honest-reference", "honest-wrong"})
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda s: _nbgrader_autograde(root, s), students))
+    time.sleep(DAEMON_WAIT_S)
+    scores = _scores(root, students)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        extra = {s.student.id: sum(g.extra_credit or 0 for nb in s.notebooks for g in nb.grades)
+                 for s in gb.find_assignment(catalogue.ASSIGNMENT).submissions}
+    paid = {}
+    for attack in catalogue.ATTACKS:
+        student = f"attack-{attack['name']}"
+        control = scores[controls[student]] or 0.0
+        score = scores[student]
+        if attack["name"] == "network":
+            paid[attack["name"]] = listener.connections > 0
+        elif attack["name"] == "daemon_edits_gradebook":
+            paid[attack["name"]] = marker.exists() and any(extra.values())
+        elif attack["name"] == "kill_grader":
+            paid[attack["name"]] = score is None  # nbgrader's run died: the grade was denied
+        else:
+            paid[attack["name"]] = score is not None and score > control
+    print("pays with nbgrader:", paid)
+    assert paid == PAYS_WITH_NBGRADER
