@@ -123,6 +123,16 @@ KEY_TERMS: dict[int, Topic] = {
         ),
         exercise="exercises/06_mixed_precision/06_mixed_precision",
     ),
+    11: Topic(
+        "chapters/11_transformer_accounting",
+        (
+            "pre-norm", "tie_embeddings", "12 * d * d + 13 * d", "124_439_808", "1_557_611_200", "meta",
+            "FlopCounterMode", "4 * L * seq * d", "saved_tensors_hooks", "untyped_storage", "korthikanti2022reducing",
+            "34", "recompute", "AdamW", "torch.autocast", "80 * 10**9", "141 * 10**9", "989.4e12", "MFU",
+            "radford2019language",
+        ),
+        exercise="exercises/03_flops/03_flops",
+    ),
 }
 # fmt: on
 
@@ -295,8 +305,8 @@ def test_assert_count_counts_statements_not_words():
 
 def test_every_topic_has_a_page_in_the_lecture_part():
     pages = lecture_pages()
-    assert sorted(KEY_TERMS) == list(range(11)), (
-        f"KEY_TERMS must list topics 0-10 of the chapters issue; it has {sorted(KEY_TERMS)}"
+    assert sorted(KEY_TERMS) == list(range(12)), (
+        f"KEY_TERMS must list topics 0-11 of the chapters issues; it has {sorted(KEY_TERMS)}"
     )
     for number, topic in KEY_TERMS.items():
         assert topic.page in pages, (

@@ -13,6 +13,8 @@
 # predicts the cost of a run: forward, backward (about twice the forward) and the whole training run by
 # the 6·tokens·parameters rule. Background: [Compute accounting](../../chapters/05_compute_accounting.md)
 # and [Gradients and backward FLOPs](../../chapters/06_gradients_backward_flops.md).
+# [Accounting for a Transformer](../../chapters/11_transformer_accounting.md) applies the same counts to a
+# whole GPT-2, attention included.
 #
 # Counts are Python **integers**, exactly what `torch.utils.flop_counter.FlopCounterMode` reports (it
 # counts 2 FLOPs, a multiply and an add, per multiply-accumulate). Use it to check yourself:
