@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from string import Template
+from urllib.parse import quote
 
 import yaml
 
@@ -330,7 +331,7 @@ def _student_readme(config: dict, url: str, branch: str) -> str:
     hub_section = (
         f"Each page of the site has a **JupyterHub** launch button. It pulls this repository into your "
         f"home folder on the course hub ({hub}) with nbgitpuller and opens the page in JupyterLab; all "
-        f"exercises at once:\n<{hub}/hub/user-redirect/git-pull?repo={url}&branch={branch}"
+        f"exercises at once:\n<{hub}/hub/user-redirect/git-pull?repo={quote(url, safe='/')}&branch={branch}"
         f"&urlpath=lab/tree/{name}/exercises>.\nA later pull brings new material and keeps the "
         f"changes you made. Submit on the hub (below)." if hub else
         "This course has no JupyterHub; work locally or on Colab.")

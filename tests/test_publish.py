@@ -124,7 +124,8 @@ def test_published_config_names_only_the_student_repository(edition):
     readme = (edition / "README.md").read_text(encoding="utf-8")
     for needed in (STUDENT_URL, "requirements-student.txt", "nbgrader validate", "Colab",
                    f"{COURSE_CONFIG['launch_buttons']['jupyterhub_url']}/hub/user-redirect/git-pull"
-                   f"?repo={STUDENT_URL}&branch={STUDENT_BRANCH}", "Submit", BUILD_COMMAND):
+                   f"?repo={STUDENT_URL.replace('://', '%3A//')}&branch={STUDENT_BRANCH}", "Submit",
+                   BUILD_COMMAND):
         assert needed in readme, f"the student README does not say {needed!r}"
     workflow = yaml.safe_load((edition / ".github" / "workflows" / "site.yml").read_text())
     runs = [step.get("run", "") for step in workflow["jobs"]["build"]["steps"]]
