@@ -56,6 +56,12 @@ gpu-check: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/autograde_throughput.py --students 8
 
+## Write the student edition (pages, releases; no solutions, hidden checks or tests), leak-checked.
+.PHONY: publish
+DEST ?= _build/student-edition
+publish: $(STAMP)
+	$(BIN)/autograder publish $(DEST)
+
 lint: $(STAMP)
 	$(BIN)/ruff check autograder tests benchmarks solutions _ext
 

@@ -7,6 +7,8 @@
     autograder report [--output DIR]                        autograder.report.report
     autograder doctor                                       autograder.doctor.diagnose
     autograder demo [DIR]                                   autograder.demo.demo
+    autograder publish DEST                                 autograder.publish.publish
+    autograder leak-check PATH...                           autograder.leaks.find_leaks
 
 Run from the course root (or pass --course-root). Errors an instructor can fix print one message and
 exit with status 1.
@@ -72,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("directory", nargs="?", type=Path, default=None,
                    help="fresh directory for the demo course (default: a new temporary one)")
     p.add_argument("--workers", type=int, default=None)
+
+    p = sub.add_parser("publish", help="write the student edition (pages, releases; no solutions, "
+                                       "hidden checks or tests) into DEST, leak-checked")
+    p.add_argument("destination", type=Path, metavar="DEST",
+                   help="new or empty folder, or an earlier student edition (it is updated)")
+
+    p = sub.add_parser("leak-check", help="find solution, hidden-check or instructor-only text (and "
+                                          "the course repository's URLs) in a student edition or site")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     return parser
 
 
@@ -171,6 +182,35 @@ def _demo(args) -> int:
 
 COMMANDS = {"release": _release, "collect": _collect, "grade": _grade, "feedback": _feedback,
             "report": _report, "doctor": _doctor, "demo": _demo}
+
+
+def _publish(args) -> int:
+    from autograder.publish import publish
+
+    result = publish(destination=args.destination, course_root=args.course_root)
+    for name in result.written:
+        print(f"wrote   {name}")
+    for name in result.removed:
+        print(f"removed {name}")
+    print(f"student edition in {result.destination}: {len(result.files)} files, "
+          f"{len(result.written)} written, {len(result.removed)} removed, no leaks")
+    return 0
+
+
+def _leak_check(args) -> int:
+    from autograder.leaks import find_leaks
+    from autograder.publish import git_remote_urls
+
+    leaks = find_leaks(paths=args.paths, course_root=args.course_root,
+                       extra_text=git_remote_urls(args.course_root))
+    for leak in leaks:
+        print(leak)
+    where = ", ".join(str(p) for p in args.paths)
+    print(f"{len(leaks)} leak(s) in {where}" if leaks else f"no leaks in {where}")
+    return 1 if leaks else 0
+
+
+COMMANDS.update({"publish": _publish, "leak-check": _leak_check})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,3 +21,8 @@ class DeviceError(AutograderError):
 
 class GradingError(AutograderError):
     """Grading could not start (the submissions themselves never raise this: their failures are data)."""
+
+
+class PublishError(AutograderError):
+    """The student edition cannot be written (a leak, a destination holding other files, a setting),
+    or the leak check cannot read what it was given."""
