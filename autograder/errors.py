@@ -21,3 +21,7 @@ class DeviceError(AutograderError):
 
 class GradingError(AutograderError):
     """Grading could not start (the submissions themselves never raise this: their failures are data)."""
+
+
+class SlurmError(AutograderError):
+    """Slurm refused a submission, or a run's folder is in use by another run."""
