@@ -199,8 +199,8 @@ def write_result(results_dir: Path | str, key: str, data: bytes | str) -> Path:
 
 @dataclass(frozen=True)
 class ChunkAttempt:
-    """One submitted chunk: its Slurm job, and how it ended (``state`` "done", "failed" or, for a
-    call that returned with the chunk still queued, its last Slurm state)."""
+    """One submitted (or adopted) chunk: its Slurm job, the attempt within this call, its keys, and
+    how it ended: ``state`` "done" (every item has a result) or "failed" (``reason`` says why)."""
 
     job_id: str
     attempt: int
@@ -275,6 +275,10 @@ def run_chunks(
     ``folder``: on a file system the compute nodes share; reuse it to resume. ``on_result``: called in
     this process, once per key per call, also for results found from earlier runs (make it idempotent).
     ``poll_s``: seconds between looks at the result folder and the queue.
+
+    An exception from ``on_result`` (or Ctrl-C) ends the call at once; the jobs keep running in
+    Slurm and a later call with the same ``folder`` adopts them. Each resubmission round is its own
+    array with ``max_jobs`` parallelism, so retries can briefly run beside the first array.
     """
     import submitit
 
@@ -290,18 +294,19 @@ def run_chunks(
         raise ValueError(f"item keys must be unique; repeated: {twice[:5]}")
     paths = {k: result_path(results_dir, k) for k in keys}
     names = {p.name: k for k, p in paths.items()}
+    order = {k: i for i, k in enumerate(keys)}
 
     with _folder_lock(folder):
         handed: list[str] = []
         pending = set(keys)
 
         def collect() -> None:
-            for name in _listdir(results_dir):
-                found = names.get(name)
-                if found in pending:
-                    pending.discard(found)
-                    handed.append(found)
-                    on_result(found, paths[found])
+            new = sorted((names[n] for n in _listdir(results_dir) if names.get(n) in pending),
+                         key=order.__getitem__)
+            for found in new:
+                pending.discard(found)
+                handed.append(found)
+                on_result(found, paths[found])
 
         collect()
         resumed = tuple(handed)
@@ -314,19 +319,21 @@ def run_chunks(
         cut = [tuple(todo[i:i + options.chunk_size]) for i in range(0, len(todo), options.chunk_size)]
         chunks += _submit(executor, task, folder, by_key, cut, attempt=1)
         failed: dict[str, str] = {}
-        finished: list[_Chunk] = []
         with _Progress(progress, total=len(keys), done=len(handed)) as bar:
             while True:
                 active = [c for c in chunks if c.status in ("pending", "running")]
                 states = _job_states([c.job_id for c in active]) if active else {}
                 pickled = {c.job_id: c.job.paths.result_pickle.exists() for c in active}
                 collect()  # after the states: a job seen finished wrote its results before
-                retry: list[tuple[str, ...]] = []
+                retry: list[tuple[int, tuple[str, ...]]] = []
                 for chunk in active:
+                    if states is None:  # squeue did not answer: judge nothing but the results
+                        if not any(k in pending for k in chunk.keys):
+                            chunk.status = "done"
+                        continue
                     _update(chunk, pending, states.get(chunk.job_id), pickled[chunk.job_id])
                     if chunk.status != "failed":
                         continue
-                    finished.append(chunk)
                     missing = tuple(k for k in chunk.keys if k in pending)
                     if chunk.retryable and chunk.attempt <= options.retries:
                         logger.warning("chunk %s (attempt %d) %s; resubmitting its %d missing item(s)",
@@ -432,6 +439,9 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
 
     entries = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
     states = _job_states([e["job_id"] for e in entries])
+    if states is None:
+        raise SlurmError("squeue does not answer: cannot tell which jobs of the earlier run still "
+                         "run (is the Slurm controller up? SLURM_CONF?)")
     adopted: list[_Chunk] = []
     claimed: set[str] = set()
     for entry in reversed(entries):  # newest first
@@ -439,7 +449,7 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
         keys = tuple(k for k in entry["keys"] if k in pending and k not in claimed)
         if keys and (state in WAITING or state in RUNNING):
             job = SlurmJob(folder=folder / SUBMITIT_DIR / "%j", job_id=entry["job_id"])
-            adopted.append(_Chunk(job=job, keys=keys, attempt=entry["attempt"], state=state,
+            adopted.append(_Chunk(job=job, keys=keys, attempt=1, state=state,  # retries: per call
                                   status="pending" if state in WAITING else "running"))
             claimed.update(keys)
     if adopted:
@@ -447,16 +457,18 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
     return adopted
 
 
-def _job_states(job_ids: Sequence[str]) -> dict[str, str]:
-    """Slurm state of each job id ("123" or array task "123_4"): squeue first, sacct for the rest."""
+def _job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """Slurm state of each job id ("123" or array task "123_4"): squeue first, sacct for those the
+    controller has forgotten (absent: unknown to both). None when squeue itself does not answer."""
     wanted = set(job_ids)
     states: dict[str, str] = {}
     done = _client("squeue", "--me", "--states=all", "--array", "--noheader", "--format=%i|%T")
-    if done is not None:
-        for line in done.splitlines():
-            job_id, _, state = line.strip().partition("|")
-            if job_id in wanted:
-                states[job_id] = state.split()[0] if state else ""
+    if done is None:
+        return None
+    for line in done.splitlines():
+        job_id, _, state = line.strip().partition("|")
+        if job_id in wanted:
+            states[job_id] = state.split()[0] if state else ""
     rest = sorted({j.split("_")[0] for j in wanted - set(states)})
     if rest:
         done = _client("sacct", "--noheader", "--parsable2", "--allocations",
@@ -605,10 +617,14 @@ def _test_job(options: SlurmOptions, folder: Path, timeout_s: float) -> tuple[st
         job = executor.submit(_probe)
     except Exception as error:  # noqa: BLE001 - the row says why
         return ("test job", False, f"could not submit: {error}")
+    ended = None
     while not job.paths.result_pickle.exists():
-        state = _job_states([job.job_id]).get(job.job_id, LOST)
-        if state not in WAITING and state not in RUNNING and state != "COMPLETED":
-            return ("test job", False, f"job {job.job_id} ended {state}; log: {job.paths.stderr}")
+        state = (_job_states([job.job_id]) or {}).get(job.job_id, LOST)
+        if state not in WAITING and state not in RUNNING:
+            ended = ended or time.monotonic()
+            if time.monotonic() - ended > 10:  # give a shared file system time to show the pickle
+                return ("test job", False, f"job {job.job_id} ended {state} without a result; is "
+                        f"{folder} shared with the compute nodes? log: {job.paths.stderr}")
         if time.monotonic() - started > timeout_s:
             job.cancel(check=False)
             return ("test job", False, f"job {job.job_id} not done after {timeout_s:.0f} s "
