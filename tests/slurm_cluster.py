@@ -136,6 +136,15 @@ def _alive(processes) -> list[psutil.Process]:
     return alive
 
 
+def _binary(name: str) -> str:
+    """The full path of a Slurm or munge program (daemons live in /usr/sbin, which a non-root PATH
+    may lack)."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+    if found is None:
+        raise ClusterError(f"{name} is not installed")
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -144,7 +153,7 @@ def _free_port() -> int:
 
 def _node_hardware() -> dict[str, str]:
     """``slurmd -C``: this machine's real CPUs, sockets, cores, threads and memory."""
-    done = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run([_binary("slurmd"), "-C"], capture_output=True, text=True, timeout=30)
     first = done.stdout.splitlines()[0] if done.stdout else ""
     fields = dict(part.split("=", 1) for part in first.split() if "=" in part)
     wanted = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
@@ -210,7 +219,8 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 
 
 def _check_prerequisites() -> None:
-    missing = [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
+    missing = [name for name in (*DAEMONS, *CLIENTS)
+               if shutil.which(name) is None and shutil.which(name, path="/usr/sbin:/sbin") is None]
     if missing:
         raise ClusterError(f"not installed: {', '.join(missing)} (Debian: apt-get install slurm-wlm "
                            "munge; `make system-deps` does it)")
@@ -256,13 +266,13 @@ def start_cluster(cluster: SlurmCluster) -> None:
     cluster.cpus, cluster.memory_mb = int(hardware["CPUs"]), int(hardware["RealMemory"])
     munge = root / "munge"
     _spawn(cluster, "munged", [
-        "munged", "--foreground", f"--socket={munge}/munge.sock", f"--key-file={key}",
+        _binary("munged"), "--foreground", f"--socket={munge}/munge.sock", f"--key-file={key}",
         f"--pid-file={munge}/munged.pid", f"--log-file={munge}/munged.log",
         f"--seed-file={munge}/munged.seed"])
     _wait(cluster, "munged's socket", lambda: (munge / "munge.sock").exists())
-    _spawn(cluster, "slurmctld", ["slurmctld", "-D", "-f", str(conf)])
+    _spawn(cluster, "slurmctld", [_binary("slurmctld"), "-D", "-f", str(conf)])
     _wait(cluster, "slurmctld to answer", lambda: cluster.run("sinfo", "-h", check=False).returncode == 0)
-    _spawn(cluster, "slurmd", ["slurmd", "-D", "-N", NODE, "-f", str(conf)])
+    _spawn(cluster, "slurmd", [_binary("slurmd"), "-D", "-N", NODE, "-f", str(conf)])
     _wait(cluster, f"node {NODE} to be idle", lambda: cluster.node_state() == "idle")
 
 
