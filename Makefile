@@ -26,11 +26,16 @@ site: $(STAMP)
 test: site system-deps
 	$(BIN)/python -m pytest
 
-## Debian packages the tests drive: headless chromium.
+## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
+## tests/slurm_cluster.py); bubblewrap (the grading sandbox). Each is installed only when missing.
+SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap
 system-deps:
-	@command -v chromium >/dev/null || { \
+	@MISSING=$$(for dep in $(SYSTEM_DEPS); do \
+	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || echo $${dep#*:}; \
+	  done | sort -u | tr '\n' ' '); \
+	[ -z "$${MISSING// /}" ] || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$MISSING; }
 
 ## Serve the built site on http://localhost:$(PORT)
 serve: site

@@ -30,6 +30,11 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Grading: a hung cell should cost a grade, not the batch.
 c.Execute.timeout = 300
 
+# Grading on a Slurm cluster (autograder.slurm.SlurmOptions; unset keys keep its defaults, and command
+# line options win over these). For example:
+# c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, "time_min": 60, "account": None,
+#                       "max_jobs": 16, "chunk_size": 10, "retries": 2, "cpus_per_task": 4, "mem_gb": 16}
+
 # Feedback shows the student their grade cells with the hidden-test region removed, so no hidden-check
 # source (not even the line that calls it) reaches the HTML: ClearHiddenTestTracebacks drops hidden lines
 # that IPython quotes as context in tracebacks (it must run first), ClearHiddenTests drops the region.

@@ -26,3 +26,7 @@ class GradingError(AutograderError):
 class PublishError(AutograderError):
     """The student edition cannot be written (a leak, a destination holding other files, a setting),
     or the leak check cannot read what it was given."""
+
+
+class SlurmError(AutograderError):
+    """Slurm refused a submission, or a run's folder is in use by another run."""

@@ -11,6 +11,8 @@ Fixtures (all session-scoped unless noted):
   the students per assignment and their scores per grade cell read from nbgrader's Gradebook.
   Other tests (feedback, export, the autograder's own tests) can reuse the graded directory read-only or
   run further nbgrader commands in it.
+- ``slurm_cluster``: a real one-node Slurm cluster on localhost (``tests/slurm_cluster.py``), started
+  on first use and torn down, with no daemon left, at the end of the session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import pytest
 from nbgrader.api import Gradebook
+from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture, for any test)
 
 from autograder import samples
 from autograder.release import available_assignments, copy_course, nbgrader_environment, release

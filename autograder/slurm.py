@@ -1,0 +1,637 @@
+"""Run work items on a Slurm cluster in chunks, as one submitit job array, and hand back per-item results.
+
+A generic layer: it knows nothing about notebooks. The grading engine gives it picklable work items
+(one per submission, each with a stable string key) and a function that processes a chunk of them on a
+compute node; this module cuts, submits, watches, retries and resumes. ``autograder grade --executor
+slurm`` is built on it like this::
+
+    import json
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    from autograder.slurm import load_slurm_options, run_chunks, write_result
+
+    @dataclass(frozen=True)
+    class Work:                      # picklable; `key` is stable across runs
+        key: str                     # "01_strides/alice"
+        student: str
+        assignment: str
+
+    def grade_chunk(chunk: list[Work], results_dir: Path) -> None:
+        # runs inside one array task on a compute node (module-level, importable there)
+        for work in chunk:
+            outcome = execute_and_check(work)         # sandbox + trusted checker: values only
+            write_result(results_dir, work.key, json.dumps(outcome))   # atomic, one file per item
+
+    def record(key: str, path: Path) -> None:
+        # runs in the instructor process, once per item per run_chunks call
+        if not already_recorded(key):                # the caller's job: see "Resume" below
+            record_outcome(key, json.loads(path.read_text()))
+
+    report = run_chunks(works, grade_chunk, folder=course.root / ".slurm" / "grade",
+                        options=load_slurm_options(course.root, partition="gpu"), on_result=record)
+    for key, reason in report.failed.items():        # a failure is data: a reason per item
+        ...
+
+How it runs. ``run_chunks`` writes nothing but this folder (``folder`` must be on a file system the
+compute nodes share)::
+
+    <folder>/results/<quoted key>.result   one file per item, written by ``fn`` via ``write_result``
+    <folder>/submitit/<job id>/            submitit's pickles and the array tasks' stdout/stderr
+    <folder>/chunks.jsonl                  one line per submitted chunk: job id, attempt, keys
+    <folder>/.lock                         one run at a time per folder
+
+1. Items whose result file already exists are handed to ``on_result`` at once and never submitted.
+2. The rest are cut into chunks of ``options.chunk_size`` and submitted as ONE job array
+   (``slurm_array_parallelism=options.max_jobs``); each array task runs ``fn(chunk, results_dir)`` on
+   the chunk's items that still have no result.
+3. The instructor process polls: each new result file goes to ``on_result(key, path)`` exactly once
+   per call; a rich progress bar shows chunks pending / running / done / failed, items done and the ETA.
+4. A chunk whose job ends without all its results (it failed, timed out, was preempted, ran out of
+   memory, its node died, or Slurm forgot it) is resubmitted with only its missing items, at most
+   ``options.retries`` times; then those items are reported failed with the reason (submitit's
+   exception, or the Slurm state). A chunk that was ``scancel``-ed is not resubmitted: an operator
+   stopped it. A chunk whose job succeeded but skipped items is a bug in ``fn``: reported, not retried.
+
+Resume. Kill the instructor process, ``scancel`` the array, or let a run end with failures, then call
+``run_chunks`` again with the same ``folder``: every item with a result file is handed to ``on_result``
+again (without being recomputed), chunks of the previous run that are still pending or running in
+Slurm are adopted rather than resubmitted, and only the other items are submitted. So ``on_result``
+must be idempotent across calls — the caller records a grade only if it has not recorded it yet (the
+gradebook knows); within one call it is never given the same key twice. Retries are counted per call.
+
+Job states come from ``squeue`` (while the controller remembers a finished job, ``MinJobAge``) and
+``sacct`` when the cluster has accounting; submitit's result pickle tells success from an exception.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from autograder.errors import CourseError, SlurmError
+
+T = TypeVar("T")
+
+RESULTS_DIR = "results"
+SUBMITIT_DIR = "submitit"
+MANIFEST = "chunks.jsonl"
+RESULT_SUFFIX = ".result"
+CONFIG_SECTION = "Autograder"  # c.Autograder.slurm = {...} in nbgrader_config.py
+CONFIG_KEY = "slurm"
+
+# Slurm job states (squeue %T, sacct State) and what they mean here.
+WAITING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "CONFIGURING",
+           "RESIZING", "SUSPENDED", "STOPPED"}
+RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"}
+LOST = "LOST"  # neither squeue nor sacct knows the job and it left no result pickle
+SETTLE_POLLS = 2  # a job must look finished this many polls in a row before its chunk fails
+
+logger = logging.getLogger("autograder.slurm")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """How the array jobs are requested. Defaults come from the course config
+    (``c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, ...}`` in nbgrader_config.py,
+    see ``load_slurm_options``); keyword overrides win over both."""
+
+    partition: str | None = None  # None: the cluster's default partition
+    gpus_per_task: int = 0
+    time_min: int = 60  # time limit of one chunk's job, minutes
+    account: str | None = None
+    max_jobs: int = 16  # array tasks running at once (slurm_array_parallelism)
+    chunk_size: int = 10  # items per array task
+    retries: int = 2  # resubmissions of a failed chunk's missing items
+    cpus_per_task: int = 4
+    mem_gb: float | None = 16  # None: the partition's default
+
+    def __post_init__(self) -> None:
+        for name, least in (("gpus_per_task", 0), ("time_min", 1), ("max_jobs", 1),
+                            ("chunk_size", 1), ("retries", 0), ("cpus_per_task", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"SlurmOptions.{name} must be an integer >= {least}, got {value!r}")
+        if self.mem_gb is not None and not (isinstance(self.mem_gb, int | float) and self.mem_gb > 0):
+            raise ValueError(f"SlurmOptions.mem_gb must be a positive number or None, got {self.mem_gb!r}")
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> SlurmOptions:
+        """Options from a loaded traitlets config (``c.Autograder.slurm``), then ``overrides``."""
+        section = config.get(CONFIG_SECTION) if hasattr(config, "get") else None
+        raw = dict((section.get(CONFIG_KEY) if section else None) or {})
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise CourseError(f"c.{CONFIG_SECTION}.{CONFIG_KEY} has unknown option(s) {unknown}; "
+                              f"valid: {sorted(names)}")
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(f"unknown SlurmOptions field(s) {unknown}")
+        return cls(**{**raw, **overrides})
+
+    def executor_parameters(self) -> dict[str, Any]:
+        """``update_parameters`` arguments for a ``submitit.AutoExecutor`` on Slurm."""
+        params: dict[str, Any] = {
+            "name": "autograder",
+            "timeout_min": self.time_min,
+            "cpus_per_task": self.cpus_per_task,
+            "slurm_array_parallelism": self.max_jobs,
+            # submitit's USR2 warning before the time limit ends a chunk cleanly; Slurm checks limits
+            # about every 30 s, so the warning must come well before the end of a short job
+            "slurm_signal_delay_s": min(90, self.time_min * 30),
+        }
+        if self.mem_gb is not None:
+            params["mem_gb"] = self.mem_gb
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        if self.account:
+            params["slurm_account"] = self.account
+        if self.gpus_per_task:
+            params["slurm_gpus_per_task"] = self.gpus_per_task
+        return params
+
+
+def load_slurm_options(course_root: Path | str = ".", **overrides: Any) -> SlurmOptions:
+    """``SlurmOptions`` from ``<course_root>/nbgrader_config.py`` (``c.Autograder.slurm``), then
+    ``overrides`` (for example the command line's)."""
+    from autograder.course import load_course
+
+    return SlurmOptions.from_config(load_course(course_root).config, **overrides)
+
+
+def result_path(results_dir: Path | str, key: str) -> Path:
+    """Where the result of item ``key`` lives (the key, percent-quoted, is the file name)."""
+    if not key:
+        raise ValueError("an item key must be a non-empty string")
+    return Path(results_dir) / f"{quote(key, safe='')}{RESULT_SUFFIX}"
+
+
+def write_result(results_dir: Path | str, key: str, data: bytes | str) -> Path:
+    """Write item ``key``'s result atomically (a temporary file in the same folder, then
+    ``os.replace``): a reader sees the whole file or none, even if the job is killed mid-write."""
+    final = result_path(results_dir, key)
+    payload = data.encode() if isinstance(data, str) else data
+    fd, temporary = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return final
+
+
+@dataclass(frozen=True)
+class ChunkAttempt:
+    """One submitted (or adopted) chunk: its Slurm job, the attempt within this call, its keys, and
+    how it ended: ``state`` "done" (every item has a result) or "failed" (``reason`` says why)."""
+
+    job_id: str
+    attempt: int
+    keys: tuple[str, ...]
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ChunkRunReport:
+    """What ``run_chunks`` did. ``handed`` lists the keys given to ``on_result`` (in that order),
+    ``resumed`` those among them that had a result before this call, ``failed`` maps each item
+    without a result to the reason."""
+
+    handed: tuple[str, ...]
+    resumed: tuple[str, ...]
+    failed: dict[str, str]
+    attempts: tuple[ChunkAttempt, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _ChunkTask:
+    """What one array task runs: ``fn`` on the chunk's items that still have no result (a requeued
+    or resubmitted task never recomputes an item that has one)."""
+
+    fn: Callable[[list[Any], Path], Any]
+    key: Callable[[Any], str]
+    results_dir: str
+
+    def __call__(self, chunk: list[Any]) -> int:
+        todo = [item for item in chunk if not result_path(self.results_dir, self.key(item)).exists()]
+        if todo:
+            self.fn(todo, Path(self.results_dir))
+        return len(todo)
+
+
+@dataclass
+class _Chunk:
+    job: Any  # submitit.slurm.slurm.SlurmJob
+    keys: tuple[str, ...]
+    attempt: int
+    status: str = "pending"  # pending, running, done, failed
+    state: str = "PENDING"
+    final_polls: int = 0
+    reason: str = ""
+    retryable: bool = False
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job.job_id)
+
+
+def run_chunks(
+    items: Sequence[T],
+    fn: Callable[[list[T], Path], Any],
+    *,
+    folder: Path | str,
+    options: SlurmOptions,
+    on_result: Callable[[str, Path], Any],
+    key: Callable[[T], str] = attrgetter("key"),
+    progress: bool = True,
+    poll_s: float = 2.0,
+) -> ChunkRunReport:
+    """Process ``items`` on Slurm with ``fn`` in chunks of one job array; hand each result to
+    ``on_result(key, path)`` as it appears. See the module docstring for the whole story.
+
+    ``items``: picklable work items; ``key(item)`` (default ``item.key``) is a stable, unique string.
+    ``fn(chunk, results_dir)``: runs on a compute node (module-level, importable there); writes one
+    result per item with ``write_result(results_dir, key, data)``; an item it cannot process should
+    still get a result that says so (an exception fails, and retries, the chunk's remaining items).
+    ``folder``: on a file system the compute nodes share; reuse it to resume. ``on_result``: called in
+    this process, once per key per call, also for results found from earlier runs (make it idempotent).
+    ``poll_s``: seconds between looks at the result folder and the queue.
+
+    An exception from ``on_result`` (or Ctrl-C) ends the call at once; the jobs keep running in
+    Slurm and a later call with the same ``folder`` adopts them. Each resubmission round is its own
+    array with ``max_jobs`` parallelism, so retries can briefly run beside the first array.
+    """
+    import submitit
+
+    started = time.monotonic()
+    folder = Path(folder).resolve()
+    results_dir = folder / RESULTS_DIR
+    results_dir.mkdir(parents=True, exist_ok=True)
+    keys = [key(item) for item in items]
+    by_key = dict(zip(keys, items, strict=True))
+    if len(by_key) != len(keys):
+        seen: set[str] = set()
+        twice = sorted({k for k in keys if k in seen or seen.add(k)})
+        raise ValueError(f"item keys must be unique; repeated: {twice[:5]}")
+    paths = {k: result_path(results_dir, k) for k in keys}
+    names = {p.name: k for k, p in paths.items()}
+    order = {k: i for i, k in enumerate(keys)}
+
+    with _folder_lock(folder):
+        handed: list[str] = []
+        pending = set(keys)
+
+        def collect() -> None:
+            new = sorted((names[n] for n in _listdir(results_dir) if names.get(n) in pending),
+                         key=order.__getitem__)
+            for found in new:
+                pending.discard(found)
+                handed.append(found)
+                on_result(found, paths[found])
+
+        collect()
+        resumed = tuple(handed)
+        executor = submitit.AutoExecutor(folder=folder / SUBMITIT_DIR / "%j", cluster="slurm")
+        executor.update_parameters(**options.executor_parameters())
+        task = _ChunkTask(fn=fn, key=key, results_dir=str(results_dir))
+        chunks = _adopt(folder, pending)
+        claimed = {k for chunk in chunks for k in chunk.keys}
+        todo = [k for k in keys if k in pending and k not in claimed]
+        cut = [tuple(todo[i:i + options.chunk_size]) for i in range(0, len(todo), options.chunk_size)]
+        chunks += _submit(executor, task, folder, by_key, cut, attempt=1)
+        failed: dict[str, str] = {}
+        with _Progress(progress, total=len(keys), done=len(handed)) as bar:
+            while True:
+                active = [c for c in chunks if c.status in ("pending", "running")]
+                states = _job_states([c.job_id for c in active]) if active else {}
+                pickled = {c.job_id: c.job.paths.result_pickle.exists() for c in active}
+                collect()  # after the states: a job seen finished wrote its results before
+                retry: list[tuple[int, tuple[str, ...]]] = []
+                for chunk in active:
+                    if states is None:  # squeue did not answer: judge nothing but the results
+                        if not any(k in pending for k in chunk.keys):
+                            chunk.status = "done"
+                        continue
+                    _update(chunk, pending, states.get(chunk.job_id), pickled[chunk.job_id])
+                    if chunk.status != "failed":
+                        continue
+                    missing = tuple(k for k in chunk.keys if k in pending)
+                    if chunk.retryable and chunk.attempt <= options.retries:
+                        logger.warning("chunk %s (attempt %d) %s; resubmitting its %d missing item(s)",
+                                       chunk.job_id, chunk.attempt, chunk.reason, len(missing))
+                        retry.append((chunk.attempt + 1, missing))
+                    else:
+                        failed.update((k, f"job {chunk.job_id} (attempt {chunk.attempt}): "
+                                          f"{chunk.reason}") for k in missing)
+                for attempt in sorted({a for a, _ in retry}):
+                    chunks += _submit(executor, task, folder, by_key,
+                                      [m for a, m in retry if a == attempt], attempt=attempt)
+                bar.update(chunks, items_done=len(handed))
+                if not any(c.status in ("pending", "running") for c in chunks):
+                    break
+                time.sleep(poll_s)
+        collect()  # results that landed after their chunk was given up (a cancelled job's last items)
+        for k in handed:
+            failed.pop(k, None)
+    attempts = tuple(ChunkAttempt(job_id=c.job_id, attempt=c.attempt, keys=c.keys,
+                                  state=c.status, reason=c.reason) for c in chunks)
+    return ChunkRunReport(handed=tuple(handed), resumed=resumed, failed=failed, attempts=attempts,
+                          seconds=time.monotonic() - started)
+
+
+def _update(chunk: _Chunk, pending: set[str], state: str | None, pickled: bool) -> None:
+    """Move one chunk on from what this poll saw: its Slurm state, whether submitit's result pickle
+    exists, which of its items still have no result."""
+    if state:
+        chunk.state = state
+    elif not pickled:
+        chunk.state = LOST
+    if not any(k in pending for k in chunk.keys):
+        chunk.status = "done"
+        return
+    if not pickled and (chunk.state in WAITING or chunk.state in RUNNING):
+        chunk.status = "pending" if chunk.state in WAITING else "running"
+        chunk.final_polls = 0
+        return
+    chunk.final_polls += 1  # finished (or forgotten) without every result: settle, then give up
+    if chunk.final_polls >= SETTLE_POLLS:
+        chunk.status = "failed"
+        chunk.reason, chunk.retryable = _failure(chunk, pickled)
+
+
+def _failure(chunk: _Chunk, pickled: bool) -> tuple[str, bool]:
+    """Why a finished chunk lacks results, and whether resubmitting its missing items can help."""
+    log = chunk.job.paths.stderr
+    if chunk.state == "CANCELLED":
+        return f"was cancelled (scancel; Slurm state CANCELLED); log: {log}", False
+    if pickled:
+        try:
+            error = chunk.job.exception()  # reads the pickle submitit wrote; no scheduler call
+        except Exception as unreadable:  # noqa: BLE001 - a broken pickle is a reason, not a crash
+            return f"its result pickle could not be read ({unreadable}); log: {log}", True
+        if error is None:
+            return "its job returned without a result for these items (a bug in fn)", False
+        last = _last_exception_line(str(error)) or type(error).__name__
+        if "UncompletedJobError" in last and "timed-out" in last:  # submitit's USR2 handler
+            return f"reached its time limit (Slurm's warning signal; {last}); log: {log}", True
+        return f"raised {last}; log: {log}", True
+    if chunk.state == LOST:
+        return f"Slurm no longer knows its job and it left no result; log: {log}", True
+    what = {"TIMEOUT": "reached its time limit", "PREEMPTED": "was preempted",
+            "NODE_FAIL": "lost its node", "OUT_OF_MEMORY": "ran out of memory", "FAILED": "failed",
+            "COMPLETED": "finished without a result for these items"}.get(chunk.state, "ended")
+    return f"{what} (Slurm state {chunk.state}); log: {log}", chunk.state != "COMPLETED"
+
+
+def _last_exception_line(message: str) -> str:
+    """The ``Type: message`` line of the traceback inside submitit's FailedJobError message (the
+    trace sits between two lines of dashes)."""
+    parts = message.split("-" * 22 + "\n")
+    trace = parts[1] if len(parts) >= 3 else message
+    lines = [line.strip() for line in trace.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _submit(executor, task: _ChunkTask, folder: Path, by_key: dict[str, Any],
+            cuts: list[tuple[str, ...]], *, attempt: int) -> list[_Chunk]:
+    """Submit ``cuts`` (lists of keys) as one job array; record each chunk in the manifest."""
+    if not cuts:
+        return []
+    try:
+        jobs = executor.map_array(task, [[by_key[k] for k in cut] for cut in cuts])
+    except Exception as error:
+        raise SlurmError(f"could not submit {len(cuts)} chunk(s) to Slurm: {error}") from error
+    chunks = [_Chunk(job=job, keys=cut, attempt=attempt) for job, cut in zip(jobs, cuts, strict=True)]
+    with open(folder / MANIFEST, "a") as manifest:
+        for chunk in chunks:
+            manifest.write(json.dumps({"job_id": chunk.job_id, "attempt": attempt,
+                                       "keys": list(chunk.keys), "submitted": time.time()}) + "\n")
+    logger.info("submitted %d chunk(s) as job array %s (attempt %d)", len(chunks),
+                chunks[0].job_id.split("_")[0], attempt)
+    return chunks
+
+
+def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
+    """Chunks an earlier run submitted that Slurm still has queued or running: watched, not redone."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return []
+    from submitit.slurm.slurm import SlurmJob
+
+    entries = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    states = _job_states([e["job_id"] for e in entries])
+    if states is None:
+        raise SlurmError("squeue does not answer: cannot tell which jobs of the earlier run still "
+                         "run (is the Slurm controller up? SLURM_CONF?)")
+    adopted: list[_Chunk] = []
+    claimed: set[str] = set()
+    for entry in reversed(entries):  # newest first
+        state = states.get(entry["job_id"], "")
+        keys = tuple(k for k in entry["keys"] if k in pending and k not in claimed)
+        if keys and (state in WAITING or state in RUNNING):
+            job = SlurmJob(folder=folder / SUBMITIT_DIR / "%j", job_id=entry["job_id"])
+            adopted.append(_Chunk(job=job, keys=keys, attempt=1, state=state,  # retries: per call
+                                  status="pending" if state in WAITING else "running"))
+            claimed.update(keys)
+    if adopted:
+        logger.info("adopted %d chunk(s) still queued or running from an earlier run", len(adopted))
+    return adopted
+
+
+def _job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """Slurm state of each job id ("123" or array task "123_4"): squeue first, sacct for those the
+    controller has forgotten (absent: unknown to both). None when squeue itself does not answer."""
+    wanted = set(job_ids)
+    states: dict[str, str] = {}
+    done = _client("squeue", "--me", "--states=all", "--array", "--noheader", "--format=%i|%T")
+    if done is None:
+        return None
+    for line in done.splitlines():
+        job_id, _, state = line.strip().partition("|")
+        if job_id in wanted:
+            states[job_id] = state.split()[0] if state else ""
+    rest = sorted({j.split("_")[0] for j in wanted - set(states)})
+    if rest:
+        done = _client("sacct", "--noheader", "--parsable2", "--allocations",
+                       "--format=JobID,State", "--jobs", ",".join(rest))
+        for line in (done or "").splitlines():
+            job_id, _, state = line.strip().partition("|")
+            if job_id in wanted and job_id not in states:
+                states[job_id] = state.split()[0] if state else ""
+    return states
+
+
+def _client(*args: str, timeout: float = 60) -> str | None:
+    """A Slurm client command's stdout, or None (logged) when it fails."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        logger.debug("%s: %s", " ".join(args), error)
+        return None
+    if done.returncode != 0:
+        logger.debug("%s exited %d: %s", " ".join(args), done.returncode, done.stderr.strip())
+        return None
+    return done.stdout
+
+
+def _listdir(path: Path) -> list[str]:
+    with os.scandir(path) as entries:
+        return [e.name for e in entries if e.name.endswith(RESULT_SUFFIX)]
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    with open(folder / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SlurmError(f"another run is using {folder} (it holds {folder / '.lock'})") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@dataclass
+class _Progress:
+    """A rich progress bar: items done of all, ETA, and the chunks by status (or nothing)."""
+
+    enabled: bool
+    total: int
+    done: int
+    _bar: Any = field(default=None, init=False)
+    _task: Any = field(default=None, init=False)
+
+    def __enter__(self) -> _Progress:
+        if self.enabled and self.total:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(TextColumn("slurm"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("items"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), TextColumn("{task.description}"),
+                                 console=Console(stderr=True))
+            self._bar.start()
+            self._task = self._bar.add_task("", total=self.total, completed=self.done)
+        return self
+
+    def update(self, chunks: list[_Chunk], *, items_done: int) -> None:
+        if self._bar is None:
+            return
+        count = {s: sum(c.status == s for c in chunks) for s in ("pending", "running", "done", "failed")}
+        self._bar.update(self._task, completed=items_done, description=(
+            f"chunks: {count['pending']} pending, {count['running']} running, "
+            f"{count['done']} done, {count['failed']} failed"))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def doctor_slurm(options: SlurmOptions, *, folder: Path | str | None = None,
+                 timeout_s: float = 300) -> list[tuple[str, bool, str]]:
+    """Can ``run_chunks`` work here with ``options``? Rows of (check, ok, detail): the controller
+    answers ``sinfo``, the partition exists, it has GPUs when ``gpus_per_task`` > 0, accounting (for
+    information), and a tiny job through submitit comes back within ``timeout_s``. ``folder`` (default
+    ``./.slurm/doctor``) must be shared with the compute nodes, like ``run_chunks``'s."""
+    rows: list[tuple[str, bool, str]] = []
+    version = _client("sinfo", "--version")
+    partitions = _client("sinfo", "--noheader", "--format=%P|%a|%D|%G")
+    if version is None or partitions is None:
+        rows.append(("sinfo", False, "sinfo is not installed or the controller does not answer "
+                     "(SLURM_CONF, munge?)"))
+        return rows
+    found = {}
+    for line in partitions.splitlines():
+        name, avail, nodes, gres = (line.split("|") + ["", "", ""])[:4]
+        entry = found.setdefault(name.rstrip("*"), {"default": name.endswith("*"), "avail": avail,
+                                                   "nodes": 0, "gres": set()})
+        entry["nodes"] += int(nodes) if nodes.isdigit() else 0
+        entry["gres"].update(g for g in gres.split(",") if g and g != "(null)")
+    rows.append(("sinfo", True, f"{version.strip()}; partitions {', '.join(sorted(found))}"))
+    wanted = options.partition or next((n for n, e in found.items() if e["default"]), None)
+    part = found.get(wanted) if wanted else None
+    if part is None:
+        rows.append(("partition", False, f"{options.partition!r} not found" if options.partition
+                     else "no partition given and the cluster has no default"))
+    else:
+        rows.append(("partition", part["avail"] == "up",
+                     f"{wanted}: {part['avail']}, {part['nodes']} node(s)"
+                     + ("" if options.partition else " (the cluster's default)")))
+    if options.gpus_per_task:
+        gpus = sorted(g for g in (part or {}).get("gres", ()) if g.startswith("gpu"))
+        rows.append(("GPU gres", bool(gpus), ", ".join(gpus) if gpus
+                     else f"no gpu gres on {wanted}, but gpus_per_task={options.gpus_per_task}"))
+    else:
+        rows.append(("GPU gres", True, "not needed (gpus_per_task=0)"))
+    accounting = _client("sacct", "--noheader", "--parsable2", "--format=JobID", "--starttime=now")
+    rows.append(("accounting (sacct)", True, "available" if accounting is not None else
+                 "disabled: states of finished jobs come from squeue while the controller keeps them"
+                 " (MinJobAge)"))
+    rows.append(_test_job(options, Path(folder) if folder else Path(".slurm") / "doctor", timeout_s))
+    return rows
+
+
+def _probe() -> str:
+    import platform
+    import socket
+
+    return f"{socket.gethostname()}, python {platform.python_version()}"
+
+
+def _test_job(options: SlurmOptions, folder: Path, timeout_s: float) -> tuple[str, bool, str]:
+    import submitit
+
+    small = replace(options, time_min=min(options.time_min, 5), cpus_per_task=1,
+                    mem_gb=min(options.mem_gb or 1, 1))
+    started = time.monotonic()
+    try:
+        executor = submitit.AutoExecutor(folder=folder.resolve() / "%j", cluster="slurm")
+        executor.update_parameters(**small.executor_parameters())
+        job = executor.submit(_probe)
+    except Exception as error:  # noqa: BLE001 - the row says why
+        return ("test job", False, f"could not submit: {error}")
+    ended = None
+    while not job.paths.result_pickle.exists():
+        state = (_job_states([job.job_id]) or {}).get(job.job_id, LOST)
+        if state not in WAITING and state not in RUNNING:
+            ended = ended or time.monotonic()
+            if time.monotonic() - ended > 10:  # give a shared file system time to show the pickle
+                return ("test job", False, f"job {job.job_id} ended {state} without a result; is "
+                        f"{folder} shared with the compute nodes? log: {job.paths.stderr}")
+        if time.monotonic() - started > timeout_s:
+            job.cancel(check=False)
+            return ("test job", False, f"job {job.job_id} not done after {timeout_s:.0f} s "
+                    f"(state {state}); cancelled")
+        time.sleep(1)
+    try:
+        where = job.result()
+    except Exception as error:  # noqa: BLE001
+        return ("test job", False, f"job {job.job_id} raised: {str(error).strip().splitlines()[-1]}")
+    return ("test job", True, f"job {job.job_id} ran on {where} in {time.monotonic() - started:.1f} s")
