@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="memory one submission may use on top of the template (0: no limit)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="DEBUGGING ONLY: run submissions without the bubblewrap sandbox (they can then "
+                        "read the solutions, reach the network and change the gradebook)")
 
     p = sub.add_parser("feedback", help="HTML feedback per student (no hidden-check source)")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
@@ -117,7 +120,8 @@ def _grade(args) -> int:
                     course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,
                     timeout=args.timeout, memory_limit_gb=args.memory_limit or None,
-                    force=args.force, progress=not args.no_progress)
+                    force=args.force, progress=not args.no_progress,
+                    sandbox=not args.no_sandbox)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 
@@ -134,6 +138,11 @@ def print_summary(summary) -> None:
             table.add_row(r.assignment, r.student, score, f"{r.seconds:.1f}",
                           "; ".join(r.reasons))
         Console().print(table)
+    over = [r for r in summary.results if r.score is not None and r.max_score is not None
+            and r.score > r.max_score]
+    for r in over:
+        print(f"WARNING {r.assignment}/{r.student}: score {r.score:g} is above the maximum "
+              f"{r.max_score:g} (extra credit in the gradebook?)", file=sys.stderr)
     count = summary.count("graded")
     rate = 60 * count / summary.seconds if summary.seconds and count else 0.0
     print(f"graded {count}, skipped {summary.count('skipped')} (already graded; --force "

@@ -21,6 +21,7 @@ class Diagnosis:
     lines: list[tuple[str, str]] = field(default_factory=list)  # (what, finding)
     gpu_assignments: dict[str, list[str]] = field(default_factory=dict)
     cuda: bool = False
+    sandbox_ok: bool | None = None  # None: not checked
 
     def add(self, what: str, finding: str) -> None:
         self.lines.append((what, finding))
@@ -64,6 +65,8 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.add("warm template", f"ready in {warm:.1f} s; a forked child in "
                    f"{(time.perf_counter() - started) * 1000:.0f} ms, "
                    f"{probe.resident_bytes / 2**20:.0f} MiB resident")
+    if check_workers:
+        result.sandbox_ok = _check_sandbox(result, course_root=course_root)
     try:
         from autograder.course import load_course
         from autograder.grading.record import gpu_cells
@@ -83,6 +86,68 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
     except Exception as error:  # noqa: BLE001 - the machine report is still useful without a course
         result.add("course", f"not inspected: {error}")
     return result
+
+
+_SANDBOX_PROBE = """
+import os, socket
+_probe = {"uid": os.getuid(), "processes": sum(p.isdigit() for p in os.listdir("/proc")),
+          "course_entries": sorted(os.listdir(COURSE)) if os.path.isdir(COURSE) else []}
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+    _probe["network"] = "open"
+except OSError as error:
+    _probe["network"] = f"closed ({error.strerror or error})"
+"""
+
+
+def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
+    """Start one sandbox, run a probe cell in it, report what it can see and reach."""
+    import shutil
+    import socket
+
+    from autograder.errors import GradingError
+    from autograder.grading import remote
+    from autograder.grading.sandbox import SandboxProcess, python_dirs
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        result.add("sandbox", "NOT AVAILABLE: bubblewrap (bwrap) is not installed; grading stops "
+                   "unless --no-sandbox (Debian: apt-get install bubblewrap)")
+        return False
+    listener = socket.create_server(("127.0.0.1", 0))
+    box = SandboxProcess()
+    started = time.perf_counter()
+    try:
+        box.start()
+        box.wait_ready()
+        ready = time.perf_counter() - started
+        data, kill = box.start_job({"env": {}, "threads": 1, "limits": {}}, [])
+        sandbox = remote.Sandbox(data, kill, memmap_dir="/tmp")
+        code = _SANDBOX_PROBE.replace("COURSE", repr(str(Path(course_root).resolve()))) \
+            .replace("PORT", str(listener.getsockname()[1]))
+        outputs, _ = sandbox.run_cell(code, 30)
+        probe = sandbox.lookup(["_probe"]).get("_probe")
+        sandbox.kill("probe done")
+    except (GradingError, remote.SandboxDied, OSError) as error:
+        result.add("sandbox", f"NOT WORKING: {error}; grading stops unless --no-sandbox")
+        return False
+    finally:
+        box.close()
+        listener.close()
+    if not isinstance(probe, dict):
+        result.add("sandbox", f"NOT WORKING: the probe cell failed: {outputs}")
+        return False
+    venv = {Path(p).name for p in python_dirs() if Path(p).parent == Path(course_root).resolve()}
+    leaked = [name for name in probe["course_entries"] if name not in venv]
+    ok = probe["network"].startswith("closed") and not leaked and probe["processes"] < 10
+    result.add("sandbox", f"{'works' if ok else 'LEAKS'}: bubblewrap, warm in {ready:.1f} s")
+    result.add("sandbox network", f"{probe['network']} (a listener on 127.0.0.1 of this machine)")
+    seen = f"VISIBLE: {', '.join(leaked)}" if leaked else \
+        f"hidden (only {', '.join(sorted(venv)) or 'nothing'}: the Python environment)"
+    result.add("sandbox files", f"course folder {seen}; runs as uid {probe['uid']} in its own "
+               "user namespace")
+    result.add("sandbox processes", f"{probe['processes']} visible (its own PID namespace)")
+    return ok
 
 
 def render(diagnosis: Diagnosis) -> str:
