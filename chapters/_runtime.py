@@ -54,27 +54,29 @@ class Accelerator:
 
 
 HOPPER_WHITEPAPER = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column"
+HALVED = "tensor-core figures quoted with sparsity, halved"
+SAME_AS_H100_SXM = f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"
 
 # Most specific names first: "H100 PCIe" must be tried before "H100".
 DEVICE_TABLE = [
     Accelerator("A100 (SXM or PCIe)", "A100", bf16_dense=312e12, bf16_sparse=624e12,
                 tf32_dense=156e12, fp32=19.5e12, source="NVIDIA A100 datasheet"),
     Accelerator("H100 PCIe", "H100 PCIe", bf16_dense=756.5e12, bf16_sparse=1513e12,
-                tf32_dense=378e12, fp32=51e12, source="NVIDIA H100 datasheet (sparse figures halved)"),
+                tf32_dense=378e12, fp32=51e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 NVL", "H100 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, source="NVIDIA H100 datasheet (sparse figures halved)"),
+                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 SXM", "H100", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
                 tf32_dense=494.7e12, fp32=66.9e12, source=HOPPER_WHITEPAPER),
     Accelerator("GH200", "GH200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, source=f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"),
+                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
     Accelerator("H200 NVL", "H200 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, source="NVIDIA H200 datasheet (sparse figures halved)"),
+                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H200 datasheet ({HALVED})"),
     Accelerator("H200 SXM", "H200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, source=f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"),
+                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
     Accelerator("B200 (HGX)", "B200", bf16_dense=2.25e15, bf16_sparse=4.5e15,
-                tf32_dense=1.1e15, fp32=75e12, source="NVIDIA HGX B200 specifications, per GPU (sparse figures halved)"),
+                tf32_dense=1.1e15, fp32=75e12, source=f"NVIDIA HGX B200 specifications, per GPU ({HALVED})"),
     Accelerator("GB200", "GB200", bf16_dense=2.5e15, bf16_sparse=5e15,
-                tf32_dense=1.25e15, fp32=80e12, source="NVIDIA GB200 NVL72 specifications, per GPU (sparse figures halved)"),
+                tf32_dense=1.25e15, fp32=80e12, source=f"NVIDIA GB200 NVL72 specifications, per GPU ({HALVED})"),
 ]
 
 
