@@ -57,6 +57,11 @@ demo: $(STAMP)
 gpu-check: $(STAMP)
 	$(BIN)/python -m autograder.gpu_check
 
+## Record the lecture's GPU figures on this machine into data/gpu/<device>.json (needs CUDA).
+.PHONY: gpu-measure
+gpu-measure: $(STAMP)
+	$(BIN)/python benchmarks/gpu_measure.py
+
 ## Autograder throughput against plain nbgrader.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/autograde_throughput.py --students 8

@@ -1,8 +1,15 @@
-"""Where a page was executed: the device and the software, shown at the top of every chapter."""
+"""Where a page was executed (device and software, shown at the top of every chapter), and the table of
+accelerator peaks that turns a measured FLOP/s into an MFU.
+
+The pages import this module; so does `benchmarks/gpu_measure.py`, so a recorded MFU and a live one use the
+same peak. The compute-accounting page shows the table's code with `literalinclude`.
+"""
 
 from __future__ import annotations
 
 import platform
+import re
+from dataclasses import dataclass
 
 import torch
 
@@ -30,3 +37,66 @@ def describe_runtime() -> str:
     """One line for the top of a page: device, torch version, and whether CUDA was used."""
     cuda = f"CUDA {torch.version.cuda}" if torch.cuda.is_available() else "no CUDA (CPU build)"
     return f"Executed on {device_name()} · torch {torch.__version__} · {cuda}"
+
+
+# --- accelerator table: start ---
+@dataclass(frozen=True)
+class Accelerator:
+    """Datasheet peaks of one GPU model, in FLOP/s. Dense figures unless the name says sparse."""
+
+    label: str
+    model: str  # matched as a whole word in torch.cuda.get_device_name()
+    bf16_dense: float  # bf16 tensor-core matmul: the peak an MFU is measured against
+    bf16_sparse: float  # NVIDIA's headline figure, with 2:4 sparsity: never use it for MFU
+    tf32_dense: float  # float32 matmul on tensor cores, inputs rounded to TF32
+    fp32: float  # float32 on the ordinary (non-tensor) cores
+    source: str
+
+
+HOPPER_WHITEPAPER = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column"
+HALVED = "tensor-core figures quoted with sparsity, halved"
+SAME_AS_H100_SXM = f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"
+
+# Most specific names first: "H100 PCIe" must be tried before "H100".
+DEVICE_TABLE = [
+    Accelerator("A100 (SXM or PCIe)", "A100", bf16_dense=312e12, bf16_sparse=624e12,
+                tf32_dense=156e12, fp32=19.5e12, source="NVIDIA A100 datasheet"),
+    Accelerator("H100 PCIe", "H100 PCIe", bf16_dense=756.5e12, bf16_sparse=1513e12,
+                tf32_dense=378e12, fp32=51e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
+    Accelerator("H100 NVL", "H100 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
+                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
+    Accelerator("H100 SXM", "H100", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
+                tf32_dense=494.7e12, fp32=66.9e12, source=HOPPER_WHITEPAPER),
+    Accelerator("GH200", "GH200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
+                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
+    Accelerator("H200 NVL", "H200 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
+                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H200 datasheet ({HALVED})"),
+    Accelerator("H200 SXM", "H200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
+                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
+    Accelerator("B200 (HGX)", "B200", bf16_dense=2.25e15, bf16_sparse=4.5e15,
+                tf32_dense=1.1e15, fp32=75e12, source=f"NVIDIA HGX B200 specifications, per GPU ({HALVED})"),
+    Accelerator("GB200", "GB200", bf16_dense=2.5e15, bf16_sparse=5e15,
+                tf32_dense=1.25e15, fp32=80e12, source=f"NVIDIA GB200 NVL72 specifications, per GPU ({HALVED})"),
+]
+
+
+class UnknownAcceleratorError(LookupError):
+    """The GPU is not in DEVICE_TABLE, so no honest peak FLOP/s is known for it."""
+
+
+def names_model(device_name: str, model: str) -> bool:
+    """True if `model` appears in `device_name` as a whole word: "B200" is not found in "NVIDIA GB200"."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(model)}(?![A-Za-z0-9])", device_name) is not None
+
+
+def lookup_accelerator(device_name: str) -> Accelerator:
+    """The table entry for a GPU name as reported by torch.cuda.get_device_name()."""
+    for entry in DEVICE_TABLE:
+        if names_model(device_name, entry.model):
+            return entry
+    known = ", ".join(entry.label for entry in DEVICE_TABLE)
+    raise UnknownAcceleratorError(
+        f"no peak FLOP/s known for GPU {device_name!r}. Add its dense datasheet figures to DEVICE_TABLE "
+        f"in chapters/_runtime.py (known: {known})."
+    )
+# --- accelerator table: end ---

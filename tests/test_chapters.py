@@ -8,8 +8,12 @@ when a page comes from the cache.) Set BOOK_BUILD_DIR to read another build dire
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +44,10 @@ class Topic:
 KEY_TERMS: dict[int, Topic] = {
     0: Topic(
         "chapters/00_napkin_math",
-        ("70B", "15T", "1024", "H100", "MFU", "AdamW", "80 GB", "master copy", "activations", "6 * n_params"),
+        (
+            "70B", "15T", "1024", "H100", "MFU", "AdamW", "80 GB", "master copy", "activations", "6 * n_params",
+            "989.4", "whitepaper", "81920 MiB", "GiB", "PaLM", "Llama 3", "weight decay", "torch.autocast",
+        ),
         exercise="exercises/03_flops/03_flops",
     ),
     1: Topic(
@@ -48,6 +55,7 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "parameters", "gradients", "optimizer state", "activations", "float32", "float16", "bfloat16",
             "E4M3", "E5M2", "torch.finfo", "448", "57344", "1e-8", "12288", "2.4 GB", "2.25 GiB",
+            "2^{-25}", "81920 MiB", "total_memory", "_gpu_record",
         ),
         exercise="exercises/06_mixed_precision/06_mixed_precision",
     ),
@@ -55,7 +63,8 @@ KEY_TERMS: dict[int, Topic] = {
         "chapters/02_tensors_on_gpu",
         (
             "device", ".to(", "torch.cuda.memory_allocated", "torch.cuda.is_available", "this build ran on CPU",
-            "PCIe", "pin_memory", "non_blocking", "torch.cuda.synchronize",
+            "PCIe", "pin_memory", "non_blocking", "torch.cuda.synchronize", "default stream", "torch.cuda.Stream",
+            "0-dimensional", "_gpu_record",
         ),
     ),
     3: Topic(
@@ -63,6 +72,7 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "stride", "storage_offset", "x[0]", "x[:, 1]", ".view(", "transpose", "is_contiguous", ".contiguous()",
             "raises-exception", "RuntimeError", "triu", "rsqrt", "torch.as_strided", "@ weight",
+            "correctly rounded", "ulp",
         ),
         exercise="exercises/01_strides/01_strides",
     ),
@@ -79,6 +89,7 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "FLOPs", "FLOP/s", "3.14", "2e25", "A100", "H100", "H200", "B200", "sparsity", "2 * m * n * p",
             "FlopCounterMode", "MFU", "get_device_name", "UnknownAcceleratorError", "8 H100s",
+            "989.4", "TF32", "GB200", "flop_registry", "memory-bound", "elementwise", "_gpu_record",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -87,6 +98,7 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "requires_grad", "loss.backward", "0.5 * (pred_y - 5) ** 2", "h1", "h2", "weight gradient",
             "input gradient", "first layer", "FlopCounterMode", "6 * B * params", "parameter sharing", "attention",
+            "is_leaf", "retain_grad", "embedding", "heads", "MLP",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -95,13 +107,15 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "nn.Parameter", "1 / math.sqrt(d_in)", "trunc_normal_", "[-3, 3]", "nn.Module", "nn.ModuleList",
             ".to(device)", "torch.manual_seed", "np.random.seed", "random.seed", "torch.Generator",
+            "LeCun", "xavier_normal_",
         ),
     ),
     8: Topic(
         "chapters/08_data_loading",
         (
             "tofile", ".npy", "raises-exception", "np.memmap", "get_batch", "targets", "pin_memory", "non_blocking",
-            "tempfile", "per-row loop", "vectorized gather",
+            "tempfile", "per-row loop", "vectorized gather", "np.save", "magic", "uint32", "torch.cuda.Stream",
+            "wait_stream", "record_stream", "_gpu_record",
         ),
         exercise="exercises/05_get_batch/05_get_batch",
     ),
@@ -110,7 +124,7 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "torch.optim.Optimizer", "torch.optim.Adagrad",
             "eps", "optimizer state", "activations", "gradients", "ax.bar", "6 * B * num_params", "state_dict",
-            "load_state_dict", "torch.save",
+            "load_state_dict", "torch.save", "AdamW", "weight decay", "set_to_none=True", "jumps_above",
         ),
         exercise="exercises/04_adagrad/04_adagrad",
     ),
@@ -119,7 +133,8 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "torch.autocast", "GradScaler", "float16", "bfloat16", "master copy", "underflow", "float8_e4m3fn",
             "float8_e5m2", "Transformer Engine", "micikevicius2018mixed", "peng2023fp8lm", "quantiz",
-            "this build ran on CPU",
+            "this build ran on CPU", "2^{-25}", "saved_tensors_hooks", "TF32", "set_float32_matmul_precision",
+            "57344", "_gpu_record",
         ),
         exercise="exercises/06_mixed_precision/06_mixed_precision",
     ),
@@ -359,3 +374,139 @@ def test_executed_page_has_errors_only_where_tagged(page):
     assert not unexecuted_cells(nb), f"{page}: code cells {unexecuted_cells(nb)} were not executed"
     problems = error_problems(nb, page)
     assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Recorded GPU measurements: data/gpu/, the loader the pages use, the recording script, and what pages print.
+
+GPU_RECORD_DIR = ROOT / "data" / "gpu"
+# Pages that need a GPU for some of the lecture's numbers (issue 12): achieved matmul FLOP/s and MFU (05),
+# bf16 vs float32 speed (10), pinned vs pageable bandwidth and copy/compute overlap (02, 08), memory size (01).
+GPU_FIGURE_PAGES = (
+    "chapters/01_memory_accounting", "chapters/02_tensors_on_gpu", "chapters/05_compute_accounting",
+    "chapters/08_data_loading", "chapters/10_mixed_precision",
+)
+
+
+def gpu_record_module():
+    """chapters/_gpu_record.py, imported by path (chapters/ is not a package)."""
+    if "_gpu_record" in sys.modules:
+        return sys.modules["_gpu_record"]
+    spec = importlib.util.spec_from_file_location("_gpu_record", ROOT / "chapters" / "_gpu_record.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_gpu_record"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def stream_text(nb: nbformat.NotebookNode) -> str:
+    """Everything the page's code cells printed."""
+    return "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
+
+
+def _recording(**figure_overrides) -> dict:
+    figure = {"label": "bf16 matmul (8192 x 8192)", "value": 7.1e14, "unit": "FLOP/s",
+              "method": "torch.mm, fastest block of blocked_autorange"}
+    figure.update(figure_overrides)
+    return {
+        "schema": 1,
+        "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "driver": "550.54.15",
+                   "cuda": "12.4", "torch": "2.11.0"},
+        "date": "2026-01-01T00:00:00Z",
+        "figures": {"matmul_bf16_flop_per_s": figure},
+    }
+
+
+def test_gpu_record_loader_reads_a_recording_with_its_provenance(tmp_path):
+    gr = gpu_record_module()
+    assert gr.recorded_figures(["matmul_bf16_flop_per_s"], tmp_path) == gr.NO_RECORDING
+    (tmp_path / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps(_recording()), encoding="utf-8")
+    [recording] = gr.load_recordings(tmp_path)
+    assert recording.value("matmul_bf16_flop_per_s") == 7.1e14
+    text = gr.recorded_figures(["matmul_bf16_flop_per_s", "absent"], tmp_path)
+    for part in ("NVIDIA H100 80GB HBM3", "driver 550.54.15", "CUDA 12.4", "torch 2.11.0", "2026-01-01",
+                 "nvidia-h100-80gb-hbm3.json", "710.0 TFLOP/s", "method: torch.mm"):
+        assert part in text, f"{part!r} missing from {text!r}"
+    assert gr.not_on_this_build("x").startswith(gr.NOT_ON_THIS_BUILD)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"method": " "}, "does not say how it was measured"),
+    ({"unit": "furlongs"}, "unit"),
+    ({"value": "fast"}, "non-numeric"),
+])
+def test_gpu_record_loader_rejects_a_bad_figure_naming_the_file(tmp_path, change, message):
+    gr = gpu_record_module()
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_recording(**change)), encoding="utf-8")
+    with pytest.raises(gr.RecordingError) as caught:
+        gr.load_recordings(tmp_path)
+    assert message in str(caught.value) and "bad.json" in str(caught.value)
+
+
+def test_data_gpu_holds_only_recordings_the_loader_accepts():
+    gr = gpu_record_module()
+    stray = [p.name for p in GPU_RECORD_DIR.iterdir() if p.suffix != ".json" and p.name != "README.md"]
+    assert not stray, f"data/gpu/ holds files that are not recordings: {stray}"
+    for recording in gr.load_recordings(GPU_RECORD_DIR):  # raises RecordingError on a malformed file
+        data = json.loads(recording.path.read_text(encoding="utf-8"))
+        assert recording.path.stem == data["device"]["slug"], f"{recording.path.name}: name is not the slug"
+        assert data.get("quick") is False, f"{recording.path.name}: a --quick smoke test is not a recording"
+
+
+@pytest.mark.parametrize("page", GPU_FIGURE_PAGES)
+def test_page_says_where_gpu_figures_come_from(page):
+    """Built on CPU: "not on this build" and the recordings (or the notice that none exists). On a GPU: live."""
+    gr = gpu_record_module()
+    assert page in lecture_pages()
+    nb = read_executed(page)
+    text = stream_text(nb)
+    recordings = gr.load_recordings(GPU_RECORD_DIR)
+    if "no CUDA (CPU build)" in text:
+        assert gr.NOT_ON_THIS_BUILD in text, f"{page}: built on CPU but never says '{gr.NOT_ON_THIS_BUILD}'"
+    else:
+        assert gr.NOT_ON_THIS_BUILD not in text, f"{page}: built on a GPU but says '{gr.NOT_ON_THIS_BUILD}'"
+    if recordings:
+        for recording in recordings:
+            assert f"Recorded on {recording.device}" in text, f"{page}: recording {recording.path.name} not shown"
+    else:
+        assert gr.NO_RECORDING in text, f"{page}: does not say that no GPU recording exists yet"
+
+
+def test_gpu_measure_refuses_a_quick_run_into_data_gpu():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_measure.py"), "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 2 and "--quick is a smoke test" in result.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the rule for machines without CUDA")
+def test_gpu_measure_without_cuda_writes_nothing(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_measure.py"), "--output-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "needs a CUDA GPU" in result.stderr and "Nothing was written" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_measure_quick_run_writes_a_recording_the_pages_can_read(tmp_path):
+    spec = importlib.util.spec_from_file_location("gpu_measure", ROOT / "benchmarks" / "gpu_measure.py")
+    gpu_measure = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_measure"] = gpu_measure
+    spec.loader.exec_module(gpu_measure)
+    path = gpu_measure.record(output_dir=tmp_path, quick=True)
+    [recording] = gpu_record_module().load_recordings(tmp_path)
+    assert recording.path == path
+    assert recording.value("matmul_bf16_flop_per_s") > recording.value("matmul_fp32_flop_per_s") > 0
+    assert recording.value("h2d_pinned_bytes_per_s") > 0
