@@ -206,6 +206,7 @@ class Sandbox:
         self.next_request = 1
         self.handles: dict[int, weakref.ref] = {}
         self._released: list[int] = []
+        self._released_mirrors: list[int] = []
         self.mirrors: dict[int, tuple[weakref.ref, tuple]] = {}  # mirror id -> (tensor, signature)
         self.mirror_of: dict[int, int] = {}  # id(tensor) -> mirror id
         self.next_mirror = 1
@@ -256,7 +257,7 @@ class Sandbox:
                 header[key] = value
             else:
                 header[key] = encoder.encode(value)
-        if self._released:
+        if self._released or self._released_mirrors:
             self._send_release()
         ids, trees = self._sync_out(encoder)
         header["sync_ids"], header["sync"] = ids, trees
@@ -265,7 +266,9 @@ class Sandbox:
 
     def _send_release(self) -> None:
         released, self._released = self._released, []
-        self._send({"kind": "request", "id": 0, "op": "release", "ids": released}, [])
+        mirrors, self._released_mirrors = self._released_mirrors, []
+        self._send({"kind": "request", "id": 0, "op": "release", "ids": released,
+                    "mirrors": mirrors}, [])
 
     def _send(self, header: dict, blobs: list[bytes]) -> None:
         try:
@@ -351,6 +354,7 @@ class Sandbox:
             self.mirrors.pop(mirror, None)
             if self.mirror_of.get(key) == mirror:
                 self.mirror_of.pop(key, None)
+            self._released_mirrors.append(mirror)  # the sandbox sends it by value from now on
         return forget
 
     def _attach_file(self, path: str) -> bytes | None:
@@ -404,8 +408,10 @@ class Sandbox:
         entry = self.mirrors.get(mirror)
         held = entry[0]() if entry else None
         if held is None:
-            raise wire.WireError("reference to a tensor the grader no longer holds")
-        if "alias" in tree:
+            if tensor is None:
+                raise wire.WireError("reference to a tensor the grader no longer holds")
+            return tensor  # a tensor the checker let go of: a plain value now
+        if "alias" in tree:  # a view of the checker's own tensor: a view of it here too
             import torch
 
             dtype = wire.torch_dtype(tree["dtype"])

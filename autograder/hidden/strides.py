@@ -6,12 +6,11 @@ strides and offsets, builds the same view with ``torch.as_strided`` / ``empty_st
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 
-from autograder.hidden._base import CheckRandom, expect, expect_equal, hidden_check
+from autograder.hidden._base import CheckRandom, expect, expect_equal, hidden_check, student_module
 
 ROUNDS = 40
 
@@ -120,21 +119,6 @@ def check_is_contiguous(is_contiguous: Callable, *, rng: CheckRandom) -> None:
         expect_equal(got, want, f"is_contiguous({shape}, {stride})")
 
 
-@contextlib.contextmanager
-def _as_strided_forbidden() -> Iterator[None]:
-    """Make ``as_strided`` raise while the student's gather_view runs (the exercise forbids it)."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("gather_view must compute positions itself, not call as_strided")
-
-    saved = torch.as_strided, torch.Tensor.as_strided
-    torch.as_strided, torch.Tensor.as_strided = refuse, refuse  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        torch.as_strided, torch.Tensor.as_strided = saved  # type: ignore[assignment]
-
-
 @hidden_check("gather_view")
 def check_gather_view(gather_view: Callable, *, rng: CheckRandom) -> None:
     for round_number in range(ROUNDS):
@@ -144,8 +128,13 @@ def check_gather_view(gather_view: Callable, *, rng: CheckRandom) -> None:
         want = storage.as_strided(shape, stride, offset).clone()
         before = storage.clone()
         what = f"gather_view(storage of {storage.numel()} {dtype}, {shape}, {stride}, offset={offset})"
-        with _as_strided_forbidden():
-            got = gather_view(storage, shape, stride, offset)
+        # the exercise forbids as_strided: watched next to the student's code, decided here
+        watched = student_module(gather_view, "drivers").call_watching(
+            gather_view, (storage, shape, stride, offset),
+            ["torch.as_strided", "torch.Tensor.as_strided"])
+        expect(not watched["called"],
+               "gather_view must compute positions itself, not call as_strided")
+        got = watched["result"]
         expect(isinstance(got, torch.Tensor), f"{what} should return a tensor, got {type(got).__name__}")
         expect_equal(tuple(got.shape), shape, f"{what}: shape")
         expect_equal(got.dtype, dtype, f"{what}: dtype")

@@ -128,3 +128,30 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
         })
     return {"steps": steps, "updates": updates[0],
             "scale": float(scaler.get_scale()) if scaler is not None else None}
+
+
+_WATCHABLE = {"torch.as_strided": (torch, "as_strided"),
+              "torch.Tensor.as_strided": (torch.Tensor, "as_strided")}
+
+
+def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
+    """Call ``fn(*args)`` while the functions ``names`` (from a fixed list) record that they were
+    called; report the result and the names called."""
+    called: list[str] = []
+    saved = {}
+    for name in names:
+        owner, attribute = _WATCHABLE[name]
+        original = getattr(owner, attribute)
+        saved[name] = (owner, attribute, original)
+
+        def watcher(*a, _name=name, _original=original, **k):
+            called.append(_name)
+            return _original(*a, **k)
+
+        setattr(owner, attribute, watcher)
+    try:
+        result = fn(*args)
+    finally:
+        for owner, attribute, original in saved.values():
+            setattr(owner, attribute, original)
+    return {"result": result, "called": sorted(set(called))}

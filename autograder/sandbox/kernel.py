@@ -350,22 +350,20 @@ class Kernel:
                               if subject is not None else None),
                 "callable": callable(obj)}
 
-    def _tensor_out(self, t: Any) -> dict | None:
+    def _tensor_out(self, t: Any, encoder: wire.Encoder) -> dict | None:
         for mirror, held in self.mirrors.items():
-            if held is t:
-                return {"$": "tensor", "mirror": mirror, "dtype": "bool", "shape": [],
-                        "stride": [], "offset": 0, "device": "cpu"}
+            if held is t:  # the checker's own tensor; by value too, in case it let it go
+                return dict(encoder.tensor(t), mirror=mirror)
         if t.device.type != "meta" and t.untyped_storage().data_ptr():
             pointer = t.untyped_storage().data_ptr()
             for mirror, held in self.mirrors.items():
                 if held.device == t.device and held.untyped_storage().data_ptr() == pointer:
-                    return {"$": "tensor", "alias": mirror, "dtype": str(t.dtype).removeprefix("torch."),
-                            "shape": list(t.shape), "stride": list(t.stride()),
-                            "offset": t.storage_offset(), "device": str(t.device)}
+                    return dict(encoder.tensor(t), alias=mirror)  # a view of the checker's tensor
         return None
 
     def _encoder(self, blobs: list[bytes] | None = None) -> wire.Encoder:
-        encoder = wire.Encoder(self._ref, self._tensor_out)
+        encoder = wire.Encoder(self._ref)
+        encoder.tensor_hook = lambda t: self._tensor_out(t, encoder)
         if blobs:
             encoder.blobs = list(blobs)
             encoder.size = sum(map(len, blobs))

@@ -386,7 +386,7 @@ class Decoder:
         dtype = torch_dtype(tree["dtype"])
         shape, stride = [int(v) for v in tree["shape"]], [int(v) for v in tree["stride"]]
         offset, device = int(tree["offset"]), torch.device(str(tree["device"]))
-        if "alias" in tree or ("mirror" in tree and "b" not in tree):
+        if ("alias" in tree or "mirror" in tree) and "b" not in tree:
             return None  # a tensor (or a view of one) the decoder already holds: see tensor_hook
         if device.type == "meta":
             t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
