@@ -116,6 +116,12 @@ def _collect(args) -> int:
 def _grade(args) -> int:
     from autograder.grading import grade
 
+    if args.no_sandbox:
+        print("!" * 78 + "\nGRADING WITHOUT A SANDBOX (--no-sandbox): every submission runs with this "
+              "process's rights.\nIt can read the solutions and hidden checks, reach the network "
+              "and rewrite the gradebook.\nUse this only to debug the grader, never for real "
+              "grades.\n" + "!" * 78, file=sys.stderr)
+
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,

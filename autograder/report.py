@@ -4,7 +4,8 @@ CSV columns: ``student``, then for each assignment ``<assignment>`` (its score) 
 ``<assignment>/<grade_id>`` column per grade cell, and ``total``. A blank cell means "no submission".
 The HTML report embeds its figures as base64 PNG (matplotlib, Agg): the score distribution of each
 exercise, the grade cells most often failed, and a table of submissions whose grading hit a limit
-(timeout, memory, crash) as recorded by ``autograder grade``.
+(timeout, memory, crash) as recorded by ``autograder grade``. Submissions scored above their maximum
+(extra credit, or a gradebook someone edited) are listed in their own warning table and logged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import base64
 import csv
 import html
 import io
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,12 @@ class Grades:
     cell_score: dict[tuple[str, str, str], float] = field(default_factory=dict)
     problems: list[tuple[str, str, str]] = field(default_factory=list)  # student, assignment, why
     devices: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def over_maximum(self) -> list[tuple[str, str, float, float]]:
+        """(student, assignment, score, maximum) of every submission scored above its maximum — in a
+        gradebook only the autograder and nbgrader write, that is extra credit or tampering."""
+        return sorted((s, a, v, self.max_assignment[a]) for (s, a), v in self.score.items()
+                      if v > self.max_assignment[a] + 1e-9)
 
     def total(self, student: str) -> float:
         return sum(v for (s, _), v in self.score.items() if s == student)
@@ -159,6 +167,7 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
              f"Per-cell scores: <code>{esc(csv_name)}</code>.</p>",
              "<h2>Exercises</h2><table><tr><th>assignment</th><th>submissions</th><th>mean</th>"
              "<th>max points</th><th>full marks</th><th>graded on</th></tr>"]
+    over = grades.over_maximum()
     for assignment in grades.assignments:
         scores = [v for (s, a), v in grades.score.items() if a == assignment]
         top = grades.max_assignment[assignment]
@@ -168,6 +177,15 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
                      f"<td>{top:g}</td><td>{sum(v >= top for v in scores)}</td>"
                      f"<td>{esc(', '.join(devices) or 'nbgrader')}</td></tr>")
     parts.append("</table>")
+    if over:
+        parts.append("<h2 id='over-maximum'>Scores above the maximum</h2><p class='warning'>"
+                     "These submissions score more than the exercise's maximum (extra credit in the "
+                     "gradebook): check them before exporting grades. The means above include "
+                     "them.</p><table><tr><th>student</th><th>assignment</th><th>score</th>"
+                     "<th>maximum</th></tr>")
+        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{v:g}</td><td>{m:g}</td></tr>"
+                  for s, a, v, m in over]
+        parts.append("</table>")
     for title, png in _figures(grades):
         parts.append(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{png}'>")
     rates = _failure_rates(grades)
@@ -197,6 +215,10 @@ def report(*, course_root: Path = Path("."), db_url: str | None = None,
     out = Path(output_dir) if output_dir is not None else course.root / "reports"
     out.mkdir(parents=True, exist_ok=True)
     grades = read_grades(course)
+    for student, assignment, score, top in grades.over_maximum():
+        logging.getLogger("autograder").warning(
+            "%s/%s scores %g, above the maximum %g (extra credit in the gradebook?)",
+            assignment, student, score, top)
     csv_path = write_csv(grades, out / "grades.csv")
     html_path = write_html(grades, out / "report.html", csv_name=csv_path.name)
     return csv_path, html_path

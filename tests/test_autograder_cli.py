@@ -98,6 +98,25 @@ def test_grade_feedback_report_end_to_end(course, capsys):
     assert rows["bob"]["toy/test_square"] == "0" and rows["bob"]["toy/test_total"] == "3"
     html = (course / "out/report.html").read_text()
     assert "data:image/png;base64," in html and "test_square" in html
+    assert "over-maximum" not in html
+
+
+def test_report_flags_a_score_above_the_maximum(course, tmp_path, capsys):
+    """Extra credit someone wrote into the gradebook is listed, not silently averaged in."""
+    import shutil
+
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy)
+    _run(copy, "grade", "toy", "--allow-cpu", "--no-progress")
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("test_square", "toy", "toy", "alice")
+        grade.extra_credit = 30
+        gb.db.commit()
+    assert _run(copy, "report", "--output", str(copy / "out")) == 0
+    html = (copy / "out/report.html").read_text()
+    assert "id='over-maximum'" in html
+    table = html.split("id='over-maximum'")[1].split("</table>")[0]
+    assert "<td>alice</td><td>toy</td><td>37</td><td>7</td>" in table and "bob" not in table
 
 
 def test_doctor_reports_device_and_gpu_checks(course, capsys):
@@ -108,6 +127,28 @@ def test_doctor_reports_device_and_gpu_checks(course, capsys):
     assert torch.__version__ in out
     assert "GPU checks of toy" in out and "test_total_gpu" in out
     assert ("run on CUDA" in out) == torch.cuda.is_available()
+    assert "works: bubblewrap" in out.split("\nsandbox ")[1].splitlines()[0]
+    assert "closed" in out.split("sandbox network")[1].splitlines()[0]
+    assert "course folder hidden" in out
+
+
+def test_grading_without_a_working_sandbox_stops_unless_no_sandbox(course, tmp_path, monkeypatch,
+                                                                    capsys):
+    import shutil
+
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded"))
+    from autograder.grading import sandbox
+
+    which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else which(name))
+    assert _run(copy, "grade", "toy", "--allow-cpu", "--no-progress", "--force") == 1
+    err = capsys.readouterr().err
+    assert "bubblewrap (bwrap) is not installed" in err and "--no-sandbox" in err
+    assert _run(copy, "grade", "toy", "--allow-cpu", "--no-progress", "--force",
+                "--no-sandbox") == 0
+    captured = capsys.readouterr()
+    assert "graded 4" in captured.out and "WITHOUT A SANDBOX" in captured.err
 
 
 def test_errors_name_the_problem(course, tmp_path, capsys):

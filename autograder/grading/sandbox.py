@@ -101,6 +101,7 @@ def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
     program = [sys.executable, "-I", kernel, str(control_fd)]
     if not sandboxed:
         return program
+    program.append("--sandboxed")
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise GradingError("bubblewrap (bwrap) is not installed: grading runs student code in a "
