@@ -107,7 +107,7 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
 
     from autograder.errors import GradingError
     from autograder.grading import remote
-    from autograder.grading.sandbox import SandboxProcess, python_dirs
+    from autograder.grading.sandbox import ProcessLimit, SandboxProcess, python_dirs
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -146,7 +146,8 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
         f"hidden (only {', '.join(sorted(venv)) or 'nothing'}: the Python environment)"
     result.add("sandbox files", f"course folder {seen}; runs as uid {probe['uid']} in its own "
                "user namespace")
-    result.add("sandbox processes", f"{probe['processes']} visible (its own PID namespace)")
+    result.add("sandbox processes", f"{probe['processes']} visible (its own PID namespace); limit: "
+               f"{ProcessLimit.describe()}")
     return ok
 
 

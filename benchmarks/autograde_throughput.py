@@ -6,8 +6,8 @@ Builds a temporary course with N synthetic students x the six assignments: stude
 reference solution, the others cycle through each exercise's catalogue of wrong (and alternative
 correct) implementations, and student 1's first assignment never finishes (a timeout). Two identical
 copies are graded: one by `nbgrader autograde <assignment>` (one call per assignment, as an instructor
-runs it), one by `autograder grade`. Prints notebooks/minute for both, the ratio, where the time goes,
-and checks that every grade cell has the same score in both gradebooks (exit status 1 if not).
+runs it), one by `autograder grade` (sandboxed; a third copy once more with `--no-sandbox` to price the
+sandbox). Prints notebooks/minute for both, the ratio, where the time goes, and checks that every grade cell has the same score in both gradebooks (exit status 1 if not).
 """
 
 from __future__ import annotations
@@ -95,14 +95,15 @@ def main() -> int:
 
     assignments = available_assignments(REPO)
     base = Path(args.keep or tempfile.mkdtemp(prefix="autograde-bench-"))
-    plain_root, fast_root = base / "nbgrader", base / "autograder"
-    for root in (plain_root, fast_root):
+    plain_root, fast_root, open_root = base / "nbgrader", base / "autograder", base / "no-sandbox"
+    for root in (plain_root, fast_root, open_root):
         if root.exists():
             shutil.rmtree(root)
     copy_course(REPO, plain_root)
     release(assignments=assignments, course_root=plain_root)
     notebooks = build_class(plain_root, assignments, args.students)
     shutil.copytree(plain_root, fast_root)
+    shutil.copytree(plain_root, open_root)
     print(f"{args.students} students x {len(assignments)} assignments = {notebooks} notebooks; "
           f"{os.cpu_count()} CPUs; per-cell timeout {args.timeout:g} s; courses in {base}")
 
@@ -120,6 +121,10 @@ def main() -> int:
     summary = grade(course_root=fast_root, workers_count=args.workers, timeout=args.timeout,
                     allow_cpu=True, progress=False)
     fast = time.perf_counter() - started
+    started = time.perf_counter()
+    grade(course_root=open_root, workers_count=args.workers, timeout=args.timeout, allow_cpu=True,
+          progress=False, sandbox=False)
+    unsandboxed = time.perf_counter() - started
 
     plain_scores, fast_scores = scores(plain_root, assignments), scores(fast_root, assignments)
     differences = sorted(k for k in plain_scores.keys() | fast_scores.keys()
@@ -130,6 +135,8 @@ def main() -> int:
     print(f"autograder grade ({args.workers} workers): {fast:7.1f} s  {per_min_fast:6.1f} "
           f"notebooks/minute ({fast / notebooks:.2f} s/notebook)")
     print(f"ratio                     : {plain / fast:.1f}x")
+    print(f"same, --no-sandbox        : {unsandboxed:7.1f} s; the sandbox (bubblewrap, values-only "
+          f"channel) costs {(fast - unsandboxed) / notebooks * 1000:+.0f} ms per notebook")
     print(f"identical scores          : {'yes' if not differences else 'NO'} "
           f"({len(plain_scores)} grade cells compared)")
     for key in differences[:20]:

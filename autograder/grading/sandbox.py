@@ -86,12 +86,26 @@ def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WOR
         if os.path.isdir("/dev/dri"):
             args += ["--dev-bind", "/dev/dri", "/dev/dri"]
         args += ["--ro-bind", "/sys", "/sys"]
+        for folder in _driver_library_dirs():  # libcuda outside /usr (container runtimes)
+            args += ["--ro-bind", folder, folder]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/sandbox-work", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     for key, value in sorted(env.items()):
         args += ["--setenv", key, value]
     return args
+
+
+def _driver_library_dirs() -> list[str]:
+    """Folders outside /usr that hold the NVIDIA driver's user-space libraries (libcuda.so)."""
+    try:
+        listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        listing = ""
+    folders = {os.path.dirname(line.rsplit("=>", 1)[1].strip()) for line in listing.splitlines()
+               if "libcuda.so" in line and "=>" in line}
+    folders |= {p for p in ("/usr/local/nvidia", "/usr/local/cuda") if os.path.isdir(p)}
+    return sorted(f for f in folders if f and not f.startswith("/usr/"))
 
 
 def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
@@ -111,6 +125,72 @@ def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
     return bwrap_command(bwrap=bwrap, gpu=gpu) + program
 
 
+SANDBOX_PROCESSES = 512  # processes and threads of one sandbox (its template and the notebook's)
+
+
+def pids_cgroup_root() -> Path | None:
+    """Where a per-sandbox ``pids`` cgroup can be made: cgroup v1's pids hierarchy or a v2 hierarchy
+    with the pids controller, writable by this process (root). RLIMIT_NPROC cannot stand in for it
+    when grading as root: the kernel exempts processes that are root outside their user namespace."""
+    for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        v2 = (root / "cgroup.controllers").is_file()
+        if root.name != "pids" and not (v2 and "pids" in (root / "cgroup.controllers").read_text()):
+            continue
+        if (root / "cgroup.procs").is_file() and os.access(root, os.W_OK):
+            return root
+    return None
+
+
+class ProcessLimit:
+    """A ``pids`` cgroup holding one sandbox: at most ``limit`` processes and threads in it, counted
+    by the kernel, whatever user the sandbox maps to. ``None`` root: the limit comes only from
+    RLIMIT_NPROC (effective when grading as an ordinary user)."""
+
+    def __init__(self, limit: int = SANDBOX_PROCESSES) -> None:
+        self.limit, self.path = limit, None
+        root = pids_cgroup_root() if os.geteuid() == 0 else None
+        if root is not None:
+            path = root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
+            try:
+                path.mkdir(exist_ok=True)
+                (path / "pids.max").write_text(str(limit))
+                self.path = path
+            except OSError:
+                self.path = None
+
+    def allow(self, more: int) -> None:
+        """Allow ``more`` processes and threads on top of those running now (the template's)."""
+        if self.path is not None:
+            current = int((self.path / "pids.current").read_text())
+            (self.path / "pids.max").write_text(str(min(current + more, self.limit)))
+
+    def enter(self) -> None:
+        """Called in the sandbox's process before it execs bubblewrap (``preexec_fn``)."""
+        if self.path is not None:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        """Delete the cgroup once its processes are gone (they die with bubblewrap, shortly after)."""
+        deadline = time.monotonic() + 5
+        while self.path is not None:
+            try:
+                self.path.rmdir()
+                self.path = None
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+
+    @staticmethod
+    def describe(limit: int = SANDBOX_PROCESSES) -> str:
+        if os.geteuid() == 0 and pids_cgroup_root() is not None:
+            return f"a pids cgroup per sandbox (at most {limit} processes and threads)"
+        if os.geteuid() != 0:
+            return "RLIMIT_NPROC of the sandbox's user"
+        return "NONE: grading as root without a writable pids cgroup (a fork bomb is stopped only by " \
+               "the memory watchdog)"
+
+
 @dataclass
 class SandboxProcess:
     """One warm sandbox: a template inside bubblewrap that runs one notebook at a time."""
@@ -124,6 +204,7 @@ class SandboxProcess:
     jobs: int = 0
     started: float = 0.0
     stderr_path: str | None = None
+    processes: ProcessLimit | None = None
 
     def start(self) -> None:
         self._remove_log()
@@ -134,10 +215,13 @@ class SandboxProcess:
 
         log = tempfile.NamedTemporaryFile(prefix="autograder-sandbox-", suffix=".log", delete=False)
         self.stderr_path = log.name
+        if self.processes is None and self.sandboxed:
+            self.processes = ProcessLimit()
         self.process = subprocess.Popen(
             kernel_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
             pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True, env=_template_env())
+            start_new_session=True, env=_template_env(),
+            preexec_fn=self.processes.enter if self.processes is not None else None)
         log.close()
         theirs.close()
         self.control, self.state, self.started = ours, "starting", time.monotonic()
@@ -195,6 +279,8 @@ class SandboxProcess:
         kill_ours, kill_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.jobs += 1
         job = dict(job, id=self.jobs)
+        if self.processes is not None:
+            self.processes.allow(int(job.get("limits", {}).get("nproc") or SANDBOX_PROCESSES))
         try:
             socket.send_fds(self.control, [json.dumps(job).encode()],
                             [data_theirs.fileno(), kill_theirs.fileno()])
@@ -220,6 +306,8 @@ class SandboxProcess:
             self.process.wait(timeout=10)
         if not keep_log:
             self._remove_log()
+            if self.processes is not None:
+                self.processes.remove()
 
     def _remove_log(self) -> None:
         if self.stderr_path:

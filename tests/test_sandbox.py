@@ -1,0 +1,184 @@
+"""The sandbox and its channel: the bubblewrap policy as a list, the values-only wire format, and a real
+sandbox asked what it can see, reach and start."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.grading import remote
+from autograder.grading.sandbox import SandboxProcess, bwrap_command, python_dirs
+from autograder.sandbox import wire
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- the policy
+
+
+def _pairs(args: list[str], flag: str) -> list[tuple[str, str]]:
+    return [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == flag]
+
+
+def test_policy_unshares_everything_and_binds_only_what_it_names():
+    args = bwrap_command()
+    for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+                 "--clearenv"):
+        assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert "--share-net" not in args and "--bind" not in args and "--dev-bind" not in args
+    sources = {src for src, _ in _pairs(args, "--ro-bind")}
+    allowed = set(python_dirs()) | {str(ROOT / "autograder" / "sandbox")}
+    for source in sources:
+        assert source.startswith(("/usr", "/etc/", "/lib", "/bin", "/sbin")) or source in allowed, source
+    course_binds = [s for s in sources if s == str(ROOT) or s.startswith(str(ROOT) + "/")]
+    assert all(s.startswith(str(ROOT / ".venv")) or s == str(ROOT / "autograder" / "sandbox")
+               for s in course_binds), course_binds
+    tmpfs = [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
+    assert tmpfs == ["/tmp", "/sandbox-work"]
+    assert args.count("--size") == 2
+
+
+def test_gpu_policy_adds_device_nodes_only():
+    plain, gpu = bwrap_command(), bwrap_command(gpu=True)
+    extra = [a for a in gpu if a not in plain]
+    assert all(a.startswith(("/dev/nvidia", "/dev/dri", "/sys", "--dev-bind", "--ro-bind", "/usr/local"))
+               or a.startswith("/") for a in extra)
+    assert "--share-net" not in gpu
+
+
+# --------------------------------------------------------------------------- the wire format
+
+
+def _round_trip(value, **kwargs):
+    encoder = wire.Encoder(lambda obj: (_ for _ in ()).throw(wire.NotPlainData(type(obj).__name__)))
+    tree = encoder.encode(value)
+    return wire.Decoder(encoder.blobs, lambda tree: None, **kwargs).decode(tree)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.int64,
+                                   torch.bool, torch.complex64])
+def test_tensors_keep_values_and_layout(dtype):
+    base = (torch.arange(24) % 5).to(dtype)
+    view = base.reshape(4, 6).t()[1:, ::2]
+    got = _round_trip(view)
+    assert got.dtype == dtype and got.shape == view.shape
+    assert got.stride() == view.stride() and got.storage_offset() == view.storage_offset()
+    comparable = torch.complex128 if dtype.is_complex else torch.float64
+    assert torch.equal(got.to(comparable), view.to(comparable))
+
+
+def test_plain_values_round_trip_exactly():
+    value = {"a": (1, 2.5, float("inf"), None, True, "x", b"\x00\xff"),
+             3: [slice(1, None, 2), ..., range(3), {1, 2}, 2**80, -(2**70), 1 + 2j],
+             "dt": torch.bfloat16, "dev": torch.device("cpu"), "size": torch.Size([2, 3]),
+             "np": np.arange(6, dtype=np.uint16).reshape(2, 3), "scalar": np.int64(7),
+             "type": np.uint32, "npdtype": np.dtype("<f4")}
+    got = _round_trip(value)
+    assert got["a"] == value["a"] and got[3] == value[3] and got["size"] == torch.Size([2, 3])
+    assert got["dt"] is torch.bfloat16 and got["type"] is np.uint32 and got["npdtype"] == np.float32
+    assert np.array_equal(got["np"], value["np"]) and type(got["scalar"]) is np.int64
+
+
+def test_what_is_not_plain_data_never_crosses_by_value():
+    class Sneaky(torch.Tensor):
+        pass
+
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+    for value in (torch.ones(2).as_subclass(Sneaky), Liar(3), np.array([object()]), lambda: 1):
+        with pytest.raises(wire.NotPlainData):
+            _round_trip(value)
+
+
+@pytest.mark.parametrize("header", [b"H{not json", b"H[1, 2]", b'H{"blobs": [-1]}',
+                                    b'H{"blobs": "x"}', b'H{"long_header": 99999999999}'])
+def test_malformed_messages_are_refused(header):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.send(header)
+    with pytest.raises(wire.WireError):
+        wire.recv(ours, timeout=2)
+
+
+def test_unknown_value_kinds_and_bare_lists_are_refused():
+    decoder = wire.Decoder([], lambda tree: None)
+    for tree in ({"$": "pickle", "v": "..."}, [1, 2], {"$": "dtype", "v": "object"},
+                 {"$": "tensor", "dtype": "float32", "shape": [2], "stride": [1], "offset": 0,
+                  "device": "cpu", "b": 5}):
+        with pytest.raises((wire.WireError, KeyError)):
+            decoder.decode(tree)
+
+
+# --------------------------------------------------------------------------- a real sandbox
+
+
+@pytest.fixture(scope="module")
+def box():
+    sandbox = SandboxProcess()
+    sandbox.start()
+    sandbox.wait_ready()
+    yield sandbox
+    sandbox.close()
+
+
+def _session(box: SandboxProcess, **limits) -> remote.Sandbox:
+    """A fresh notebook in ``box`` (once the previous one is cleaned up)."""
+    deadline = time.monotonic() + 30
+    while box.state == "busy" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        box.pump()
+    data, kill = box.start_job({"env": {}, "threads": 1, "limits": limits}, [("data/x.txt", b"hi")])
+    return remote.Sandbox(data, kill, memmap_dir="/tmp")
+
+
+def _run(sandbox: remote.Sandbox, code: str, name: str):
+    outputs, _ = sandbox.run_cell(code, 30)
+    return sandbox.lookup([name]).get(name, outputs)
+
+
+def test_no_network_not_even_loopback(box):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    sandbox = _session(box)
+    got = _run(sandbox, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), "
+                        "timeout=2)\n    r = 'connected'\nexcept OSError as e:\n    r = type(e).__name__",
+               "r")
+    sandbox.kill("done")
+    listener.close()
+    assert got in ("ConnectionRefusedError", "OSError", "TimeoutError")
+
+
+def test_files_the_sandbox_sees(box):
+    sandbox = _session(box)
+    got = _run(sandbox, f"import os\nr = (os.path.exists({str(ROOT / 'solutions')!r}), "
+                        f"os.path.exists({str(ROOT / 'autograder' / 'hidden')!r}), "
+                        f"os.path.exists({str(ROOT / 'nbgrader_config.py')!r}), "
+                        "open('data/x.txt').read(), os.listdir('/'))", "r")
+    sandbox.kill("done")
+    solutions, hidden, config, companion, top = got
+    assert (solutions, hidden, config) == (False, False, False)
+    assert companion == "hi"  # the notebook's companion files are in its working folder
+    assert "home" not in top and "srv" not in top and "var" not in top
+
+
+def test_processes_are_limited_and_do_not_outlive_the_notebook(box):
+    sandbox = _session(box, nproc=40)
+    code = ("import os, time\nforked = 0\ntry:\n    for _ in range(500):\n        if os.fork() == 0:\n"
+            "            os.setsid(); time.sleep(600); os._exit(0)\n        forked += 1\n"
+            "except OSError as e:\n    error = type(e).__name__\n"
+            "seen = sum(p.isdigit() for p in os.listdir('/proc'))")
+    sandbox.run_cell(code, 30)
+    found = sandbox.lookup(["forked", "error", "seen"])
+    sandbox.kill("done")
+    assert found.get("error") == "BlockingIOError" and found["forked"] < 40, found
+    sandbox = _session(box)  # the next notebook starts in an empty PID namespace
+    seen = _run(sandbox, "import os\nr = sum(p.isdigit() for p in os.listdir('/proc'))", "r")
+    sandbox.kill("done")
+    assert seen <= 4, f"{seen} processes visible: the daemons of the last notebook survived"
