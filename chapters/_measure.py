@@ -170,7 +170,7 @@ def copy_compute_overlap(device: torch.device, *, n_bytes: int = 256 * MiB, matm
     side_s = best_seconds(side_stream, threads=threads)
 
     issue_s = float("inf")
-    for _ in range(5):
+    for _attempt in range(5):  # best of five
         torch.cuda.synchronize(device)
         start = time.perf_counter()
         copy()

@@ -143,8 +143,8 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "pre-norm", "tie_embeddings", "12 * d * d + 13 * d", "124_439_808", "1_557_611_200", "meta",
             "FlopCounterMode", "4 * L * seq * d", "saved_tensors_hooks", "untyped_storage", "korthikanti2022reducing",
-            "34", "recompute", "AdamW", "torch.autocast", "80 * 10**9", "141 * 10**9", "989.4e12", "MFU",
-            "radford2019language",
+            "34", "recompute", "AdamW", "torch.autocast", "80 * GiB", "141 * GiB", "81920 MiB", "989.4e12", "MFU",
+            "radford2019language", "lookup_accelerator", "_gpu_record",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -384,7 +384,7 @@ GPU_RECORD_DIR = ROOT / "data" / "gpu"
 # bf16 vs float32 speed (10), pinned vs pageable bandwidth and copy/compute overlap (02, 08), memory size (01).
 GPU_FIGURE_PAGES = (
     "chapters/01_memory_accounting", "chapters/02_tensors_on_gpu", "chapters/05_compute_accounting",
-    "chapters/08_data_loading", "chapters/10_mixed_precision",
+    "chapters/08_data_loading", "chapters/10_mixed_precision", "chapters/11_transformer_accounting",
 )
 
 

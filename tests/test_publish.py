@@ -60,10 +60,10 @@ COURSE_URLS = sorted({*git_remote_urls(ROOT), "https://github.com/cs336-course-k
 COURSE_HTML = ROOT / "_build" / "html"
 COURSE_EXECUTED = ROOT / "_build" / "jupyter_execute"
 EDITION_TOP_LEVEL = {".github", ".gitignore", MARKER, "README.md", "_config.yml", "_ext", "_toc.yml",
-                     "chapters", "exercises", "intro.md", "references.bib", "references.md",
+                     "chapters", "data", "exercises", "intro.md", "references.bib", "references.md",
                      "requirements-site.txt", "requirements-student.txt"}
 COPIED_FROM_COURSE = ("intro.md", "references.md", "references.bib", "_toc.yml", "chapters",
-                      "exercises", "_ext")
+                      "exercises", "_ext", "data")  # data/gpu/: the recorded GPU measurements the pages show
 
 
 def tree_bytes(root: Path, *, skip=("_build", "__pycache__", ".ipynb_checkpoints")) -> dict[str, bytes]:

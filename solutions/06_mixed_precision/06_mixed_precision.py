@@ -98,10 +98,11 @@ _hidden.check_float_format_fn(float_format)
 # %% [markdown] nbgrader={"grade": false, "grade_id": "bytes_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Bytes and the gradient scaler
 #
-# float16 has only 5 exponent bits: gradients below $2^{-24}$ round to zero. A *gradient scaler* multiplies
-# the loss by a large factor before `backward()`, divides the gradients by it before the optimizer step,
-# skips steps whose gradients overflowed, and adapts the factor in `update()`. bfloat16 keeps float32's
-# 8 exponent bits, so it needs no scaler.
+# float16 has only 5 exponent bits: its smallest positive value is the subnormal $2^{-24}$. Gradients at or
+# below $2^{-25}$ (half of it) round to zero, and those between $2^{-25}$ and $2^{-24}$ round up to $2^{-24}$.
+# A *gradient scaler* multiplies the loss by a large factor before `backward()`, divides the gradients by it
+# before the optimizer step, skips steps whose gradients overflowed, and adapts the factor in `update()`.
+# bfloat16 keeps float32's 8 exponent bits, so it needs no scaler.
 
 # %% nbgrader={"grade": false, "grade_id": "bytes_for", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def bytes_for(num_values: int, dtype: torch.dtype) -> int:
