@@ -40,7 +40,7 @@ SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_TEST_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 HIDDEN_CHECKS_DIR = Path("autograder") / "hidden"
 SOURCES_GLOB = "solutions/*/*.py"
-LECTURE_GLOBS = ("intro.md", "chapters/*.md")
+LECTURE_GLOBS = ("intro.md", "chapters/*.md", "chapters/*.py")  # the pages and their helpers
 
 # Shorter than this (whitespace collapsed) is generic code: `return x`, `pass`, `)`, `n = len(xs)`.
 MIN_CHARS = 16

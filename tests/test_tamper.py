@@ -32,14 +32,14 @@ DAEMON_WAIT_S = 7.0  # the daemon attack sleeps 4 s before it strikes
 # Which attacks pay under plain nbgrader (measured by test_which_attacks_pay_with_nbgrader; the
 # README's table shows the same). "pays": more points than the same answers without the attack.
 PAYS_WITH_NBGRADER = {
-    "showtraceback": True,
-    "custom_exc": True,
+    "showtraceback": False,
+    "custom_exc": False,
     "run_cell": True,
-    "run_cell_async": True,
+    "run_cell_async": False,
     "settrace": False,
     "hidden_checks_patched": True,
     "torch_equal_patched": True,
-    "always_equal": True,
+    "always_equal": False,
     "read_solutions": True,
     "daemon_edits_gradebook": True,
     "kill_grader": True,
@@ -85,14 +85,19 @@ def listener():
     listening.server.close()
 
 
-def _scores(root: Path, students: list[str]) -> dict[str, float]:
+def _scores(root: Path, students: list[str], *, earned: bool = False) -> dict[str, float]:
+    """Each student's score (None: not graded); ``earned``: without extra credit (which the daemon
+    attack writes into every row of an nbgrader gradebook)."""
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         found = {}
         for student in students:
             try:
-                found[student] = float(gb.find_submission(catalogue.ASSIGNMENT, student).score)
+                submission = gb.find_submission(catalogue.ASSIGNMENT, student)
             except Exception:  # noqa: BLE001 - not graded
                 found[student] = None
+                continue
+            extra = sum(g.extra_credit or 0 for nb in submission.notebooks for g in nb.grades)
+            found[student] = float(submission.score) - (extra if earned else 0)
         return found
 
 
@@ -181,17 +186,32 @@ def _nbgrader_autograde(root: Path, student: str) -> None:
                    env=nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"}), timeout=600)
 
 
+def _kill_stops_an_nbgrader_batch(tmp_path_factory, listener) -> bool:
+    """One ``nbgrader autograde`` over the kill attack and an honest student graded after it: does
+    the honest student go ungraded?"""
+    root, _, _ = _class(tmp_path_factory, "nbgrader-batch", listener)
+    for folder in (root / "submitted").iterdir():
+        if folder.name not in ("attack-kill_grader", "honest-reference"):
+            shutil.rmtree(folder)
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", catalogue.ASSIGNMENT, "--force"],
+                   cwd=root, capture_output=True, text=True, timeout=600,
+                   env=nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"}))
+    return _scores(root, ["honest-reference"])["honest-reference"] is None
+
+
 @pytest.mark.slow
 def test_which_attacks_pay_with_nbgrader(tmp_path_factory, listener):
     """The same class through plain nbgrader, one ``nbgrader autograde --student`` at a time (an
     attack that kills the grader would otherwise stop the students after it)."""
     root, marker, controls = _class(tmp_path_factory, "nbgrader", listener)
     listener.reset()
-    students = sorted({*controls, *controls.values(), "honest-reference", "honest-wrong"})
+    # the kill attack is measured on its own (it would kill the other grading run going on)
+    students = sorted({*controls, *controls.values(), "honest-reference", "honest-wrong"}
+                      - {"attack-kill_grader"})
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda s: _nbgrader_autograde(root, s), students))
     time.sleep(DAEMON_WAIT_S)
-    scores = _scores(root, students)
+    scores = _scores(root, students, earned=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         extra = {s.student.id: sum(g.extra_credit or 0 for nb in s.notebooks for g in nb.grades)
                  for s in gb.find_assignment(catalogue.ASSIGNMENT).submissions}
@@ -199,13 +219,13 @@ def test_which_attacks_pay_with_nbgrader(tmp_path_factory, listener):
     for attack in catalogue.ATTACKS:
         student = f"attack-{attack['name']}"
         control = scores[controls[student]] or 0.0
-        score = scores[student]
+        score = scores.get(student)
         if attack["name"] == "network":
             paid[attack["name"]] = listener.connections > 0
         elif attack["name"] == "daemon_edits_gradebook":
             paid[attack["name"]] = marker.exists() and any(extra.values())
         elif attack["name"] == "kill_grader":
-            paid[attack["name"]] = score is None  # nbgrader's run died: the grade was denied
+            paid[attack["name"]] = _kill_stops_an_nbgrader_batch(tmp_path_factory, listener)
         else:
             paid[attack["name"]] = score is not None and score > control
     print("pays with nbgrader:", paid)
