@@ -35,7 +35,9 @@ from autograder.course import Course, load_course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading import record, workers
 from autograder.grading.execute import GRADE, STUDENT, TRUSTED, ExecutionJob
-from autograder.grading.runner import NotebookRunner
+from autograder.grading.runner import NotebookRunner, execution_limits
+from autograder.grading.runner import sandboxes as _sandboxes
+from autograder.grading.runner import wait_for_a_sandbox as _wait_for_a_sandbox
 from autograder.grading.sandbox import SandboxProcess, companion_files
 from autograder.grading.steps import (
     AutogradeSteps,
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
     from autograder.slurm import SlurmOptions
 
 STAGING_PREFIX = ".grading-"
-ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
 
 
 @dataclass
@@ -292,31 +293,6 @@ def _resolve_device(course: Course, assignments: Sequence[str], *, device: str,
     return used
 
 
-@dataclass(frozen=True)
-class ExecutionLimits:
-    """The memory and thread limits of one notebook's run, from the warm template's footprint."""
-
-    address_space: int | None  # RLIMIT_AS of the student process (None on CUDA or without a limit)
-    rss_limit: int | None  # the checker's resident-memory watchdog
-    sandbox_rss: int | None  # the student process's resident-memory limit
-    threads: int
-
-
-def execution_limits(probe: workers.TemplateProbe, *, memory_limit_gb: float | None,
-                     device_used: str, workers_count: int, cpus: int) -> ExecutionLimits:
-    """``memory_limit_gb`` on top of what a fresh child of the template uses; ``cpus`` shared by
-    ``workers_count`` notebooks at once."""
-    vm, rss = probe.virtual_bytes, probe.resident_bytes
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
-    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
-    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
-    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
-    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
-    return ExecutionLimits(address_space=address_space, rss_limit=rss_limit,
-                           sandbox_rss=(rss + limit) if limit else None,
-                           threads=max(1, cpus // workers_count))
-
-
 def _sandbox_env(*, device_used: str) -> dict[str, str]:
     """The student process's environment (the hidden checks' seed and switches stay outside)."""
     env = {
@@ -365,28 +341,6 @@ def cell_kinds(gb, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[
             cell.source = source.source
         kinds[index] = kind
     return kinds
-
-
-class _sandboxes:
-    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
-    the end, whatever happens."""
-
-    def __init__(self, pool: list[SandboxProcess]) -> None:
-        self.pool = pool
-
-    def __enter__(self) -> list[SandboxProcess]:
-        for box in self.pool:
-            box.start()
-        return self.pool
-
-    def __exit__(self, *exc_info) -> None:
-        for box in self.pool:
-            box.close()
-
-
-def _wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
-    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
-    pool[0].wait_ready()
 
 
 def _remove_stale_stages(course: Course, student: str, assignment: str) -> None:

@@ -1,18 +1,24 @@
 """The execute step's loop: notebooks on a pool of warm sandboxes, a checker child each, until finished.
 
 Shared by local grading (``pipeline._Batch``) and by an array task on a Slurm node
-(``cluster.grade_chunk``), so a notebook runs the same way wherever it runs: the same sandbox, the same
-limits, the same device rule. The caller owns the queue and decides what a finished notebook means::
+(``node.grade_chunk``), so a notebook runs the same way wherever it runs: the same sandbox, the same
+limits (``execution_limits``, from the warm template's footprint on that machine), the same device
+rule. The caller owns the queue and decides what a finished notebook means::
 
-    runner = NotebookRunner(pool, rss_limit_bytes=limit)
-    while queue or runner.running:
-        free = runner.free_sandboxes()            # read the sandboxes' reports, restart dead ones
-        while queue and free:
-            tag, job, files = queue.popleft()
-            runner.start(free.pop(), tag, key=..., job=job, files=files)
-        runner.wait(0.2)                           # a message, an exit, or a sandbox report
-        for tag, run, seconds in runner.finished():
-            ...                                    # run.outputs, .reason, .running_cell, .failed_ename
+    limits = execution_limits(workers.probe_template(), memory_limit_gb=4, ...)
+    with sandboxes(pool):                          # start every sandbox now, close them at the end
+        wait_for_a_sandbox(pool)
+        runner = NotebookRunner(pool, rss_limit_bytes=limits.rss_limit)
+        while queue or runner.running:
+            free = runner.free_sandboxes()        # read the sandboxes' reports, restart dead ones
+            while queue and free:
+                tag, job, files = queue.popleft()
+                runner.start(free.pop(), tag, key=..., job=job, files=files)
+            runner.wait(0.2)                       # a message, an exit, or a sandbox report
+            for tag, run, seconds in runner.finished():
+                ...                                # run.outputs, .reason, .running_cell, .failed_ename
+
+This module imports neither nbformat nor nbgrader: an array task pays only for what executes.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from autograder.errors import GradingError
 from autograder.grading import workers
 from autograder.grading.execute import ExecutionJob
 from autograder.grading.sandbox import SandboxProcess
+
+ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
 
 
 @dataclass
@@ -101,3 +109,50 @@ class NotebookRunner:
         for slot in self.running:
             slot.run.close()
         self.running = []
+
+
+@dataclass(frozen=True)
+class ExecutionLimits:
+    """The memory and thread limits of one notebook's run, from the warm template's footprint."""
+
+    address_space: int | None  # RLIMIT_AS of the student process (None on CUDA or without a limit)
+    rss_limit: int | None  # the checker's resident-memory watchdog
+    sandbox_rss: int | None  # the student process's resident-memory limit
+    threads: int
+
+
+def execution_limits(probe: workers.TemplateProbe, *, memory_limit_gb: float | None,
+                     device_used: str, workers_count: int, cpus: int) -> ExecutionLimits:
+    """``memory_limit_gb`` on top of what a fresh child of the template uses; ``cpus`` shared by
+    ``workers_count`` notebooks at once."""
+    vm, rss = probe.virtual_bytes, probe.resident_bytes
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
+    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
+    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
+    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
+    return ExecutionLimits(address_space=address_space, rss_limit=rss_limit,
+                           sandbox_rss=(rss + limit) if limit else None,
+                           threads=max(1, cpus // workers_count))
+
+
+class sandboxes:
+    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
+    the end, whatever happens."""
+
+    def __init__(self, pool: list[SandboxProcess]) -> None:
+        self.pool = pool
+
+    def __enter__(self) -> list[SandboxProcess]:
+        for box in self.pool:
+            box.start()
+        return self.pool
+
+    def __exit__(self, *exc_info) -> None:
+        for box in self.pool:
+            box.close()
+
+
+def wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
+    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
+    pool[0].wait_ready()
