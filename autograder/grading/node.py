@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -87,24 +88,25 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
     host = socket.gethostname()
     task = _task_id()
     workers.start_template()
-    probe = workers.probe_template()
-    if first.device == "cuda" and not probe.cuda_available:
-        why = (f"node {host} has no CUDA device for this GPU-graded chunk (torch "
-               f"{probe.torch_version}, CUDA build {probe.cuda_version}); check --gpus-per-task "
-               "and the partition")
-        for work in chunk:
-            write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
-        return
-    cpus = _task_cpus()
-    notebooks = sum(len(work.notebooks) for work in chunk)
-    workers_count = max(1, min(first.workers or cpus, notebooks))
-    limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
-                              device_used=first.device, workers_count=workers_count, cpus=cpus)
     pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda")
-            for _ in range(workers_count)]
+            for _ in range(max(1, min(first.workers or _task_cpus(),
+                                     sum(len(work.notebooks) for work in chunk))))]
     with (_Stopping() as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,
-          sandboxes(pool)):
+          sandboxes(pool)):  # the sandboxes import torch while the template does
+        probe = workers.probe_template()
+        _log(f"{len(chunk)} submission(s) on {host}; warm template in {time.time() - started:.1f} s")
+        if first.device == "cuda" and not probe.cuda_available:
+            why = (f"node {host} has no CUDA device for this GPU-graded chunk (torch "
+                   f"{probe.torch_version}, CUDA build {probe.cuda_version}); check --gpus-per-task "
+                   "and the partition")
+            for work in chunk:
+                write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
+            return
+        limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
+                                  device_used=first.device, workers_count=len(pool),
+                                  cpus=_task_cpus())
         wait_for_a_sandbox(pool)
+        _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
         node = {"key": "", "host": host, "task": task, "device": first.device,
                 "started": started, "ready": time.time()}
         queue: deque[tuple[SubmissionWork, NotebookWork, ExecutionJob]] = deque()
@@ -143,8 +145,14 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                         write_result(results_dir, key, json.dumps(
                             dict(node, key=key, notebooks=ran.pop(key))))
                         del due[key]
+                        _log(f"wrote {key}")
         finally:
             runner.close()
+
+
+def _log(message: str) -> None:
+    """One line in the array task's log (submitit's ``*_log.err``), with the time."""
+    print(f"autograder {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
 def _task_id() -> str:
