@@ -66,7 +66,7 @@ def main() -> int:
         print(f"started the one-node test cluster in {time.perf_counter() - started:.1f} s "
               f"({cluster.cpus} CPUs)")
     try:
-        return run(args)
+        return run(args, cluster.cpus if cluster is not None else args.max_jobs * args.cpus_per_task)
     finally:
         if cluster is not None:
             left = slurm_cluster.stop_cluster(cluster)
@@ -75,7 +75,7 @@ def main() -> int:
                 print(f"processes left by the test cluster: {left}", file=sys.stderr)
 
 
-def run(args) -> int:
+def run(args, cluster_cpus: int) -> int:
     from autograder.grading import grade
     from autograder.grading.cluster import grade_on_slurm
 
@@ -123,12 +123,14 @@ def run(args) -> int:
           f"({len(local_scores)} grade cells compared)")
     for key in differences[:20]:
         print(f"  differs {key}: local {local_scores.get(key)} slurm {slurm_scores.get(key)}")
-    print("\nper chunk, on top of its notebooks (mean over the array tasks)")
-    print(f"  queueing (submitted -> started on its node)    {t.get('queue', 0) / reported:6.2f} s")
+    slots = max(1, min(chunks, args.max_jobs, cluster_cpus // args.cpus_per_task))
+    print(f"\nper chunk, on top of its notebooks ({int(reported)} array tasks, {slots} at a time)")
+    print(f"  Slurm's latency (submitted -> started, first)  {t.get('queue first', 0):6.2f} s")
+    print(f"  queueing incl. waiting for CPUs (mean)         {t.get('queue', 0) / reported:6.2f} s")
     print(f"  node setup (started -> first sandbox ready)    "
           f"{t.get('node setup', 0) / reported:6.2f} s")
-    print(f"  together                                       "
-          f"{(t.get('queue', 0) + t.get('node setup', 0)) / reported:6.2f} s")
+    print(f"  wall time beyond local, per chunk              "
+          f"{(slurm_s - local_s) * slots / chunks:6.2f} s  ((slurm - local) x {slots} / {chunks})")
     print(f"  executing, per notebook (child wall, summed)   {t['execute'] / notebooks:6.3f} s "
           f"(local: {local.timings['execute'] / notebooks:.3f} s)")
     print(f"  instructor: sanitize {t['sanitize']:.1f} s, record {t['record']:.1f} s, "

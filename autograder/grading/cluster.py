@@ -36,6 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import autograder
 from autograder import ALLOW_CPU_ENV
@@ -58,7 +59,7 @@ from autograder.grading.pipeline import (
 )
 from autograder.grading.sandbox import companion_files
 from autograder.grading.steps import autograde_steps, execute_timeout
-from autograder.slurm import MANIFEST, SlurmOptions, run_chunks
+from autograder.slurm import MANIFEST, RESULT_SUFFIX, RESULTS_DIR, SlurmOptions, run_chunks
 
 SLURM_FOLDER = Path(".slurm") / "grade"  # under the course root, shared with the nodes
 PASSED_ENV = ("AUTOGRADER_SEED",)  # the instructor's settings a node's checkers must see too
@@ -120,6 +121,7 @@ def grade_on_slurm(
 
     with course.gradebook() as gb:
         results, todo = _plan(course, gb, names, students=students, force=force)
+        _drop_recorded_results(folder, [(r.assignment, r.student) for r in results])
         prepared: dict[str, Submission] = {}
         items: list[SubmissionWork] = []
         timings["setup"] = time.monotonic() - started
@@ -191,6 +193,18 @@ def _nodes_device(course, names: Sequence[str], *, device: str, allow_cpu: bool,
     return _resolve_device(course, names, device=device, allow_cpu=allow_cpu, probe=nodes)
 
 
+def _drop_recorded_results(folder: Path, graded: Sequence[tuple[str, str]]) -> None:
+    """Delete result files of submissions the gradebook already holds (a run killed between its
+    commit and deleting the file leaves one behind)."""
+    results = folder / RESULTS_DIR
+    if not graded or not results.is_dir():
+        return
+    prefixes = tuple(quote(f"{assignment}/{student}/", safe="") for assignment, student in graded)
+    for path in results.iterdir():
+        if path.name.startswith(prefixes) and path.name.endswith(RESULT_SUFFIX):
+            path.unlink(missing_ok=True)
+
+
 def _code_digest() -> str:
     """A digest of the grading code (this package: checker, sandbox, hidden checks)."""
     root = Path(autograder.__file__).resolve().parent
@@ -254,8 +268,9 @@ class _Recorder:
                        self.timings)
 
     def chunk_timings(self, manifest: Path) -> dict[str, float]:
-        """Summed over the array tasks that reported: "queue" (submitted -> started on its node)
-        and "node setup" (started -> first sandbox ready); "chunks", how many."""
+        """Over the array tasks that reported ("chunks", how many): "queue", summed (submitted ->
+        started on its node, waiting for free CPUs included), "queue first", the shortest such wait
+        (Slurm's own latency), and "node setup", summed (started -> first sandbox ready)."""
         submitted = {}
         if manifest.is_file():
             for line in manifest.read_text().splitlines():
@@ -265,6 +280,7 @@ class _Recorder:
         queue = [started - submitted[task] for task, (started, _) in self.tasks.items()
                  if task in submitted]
         return {"chunks": float(len(self.tasks)), "queue": max(0.0, sum(queue)),
+                "queue first": max(0.0, min(queue, default=0.0)),
                 "node setup": sum(ready - started for started, ready in self.tasks.values())}
 
 
