@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="default: every assignment with submissions")
     p.add_argument("--student", dest="students", action="append", metavar="ID",
                    help="grade only this student (repeatable)")
-    p.add_argument("--workers", type=int, default=None, help="submissions at once (default: CPUs)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="notebooks at once (default: CPUs; with --executor slurm, per array task)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--allow-cpu", action="store_true",
                    help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
@@ -110,12 +111,16 @@ def _executor_arguments(p: argparse.ArgumentParser) -> None:
 
 def _slurm_options(args):
     """SlurmOptions from the course config, then the command line's overrides (None when local)."""
+    names = ("partition", "gpus_per_task", "time_min", "account", "max_jobs", "chunk_size")
+    overrides = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
     if args.executor != "slurm":
+        if overrides or getattr(args, "slurm_folder", None) is not None:
+            raise AutograderError("the Slurm options (--partition, --gpus-per-task, --time, "
+                                  "--account, --max-jobs, --chunk-size, --slurm-folder) need "
+                                  "--executor slurm")
         return None
     from autograder.slurm import load_slurm_options
 
-    names = ("partition", "gpus_per_task", "time_min", "account", "max_jobs", "chunk_size")
-    overrides = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
     try:
         return load_slurm_options(args.course_root, **overrides)
     except ValueError as error:
@@ -149,12 +154,13 @@ def _collect(args) -> int:
 def _grade(args) -> int:
     from autograder.grading import grade
 
+    slurm_options = _slurm_options(args)
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,
                     timeout=args.timeout, memory_limit_gb=args.memory_limit or None,
                     force=args.force, progress=not args.no_progress, executor=args.executor,
-                    slurm_options=_slurm_options(args), slurm_folder=args.slurm_folder)
+                    slurm_options=slurm_options, slurm_folder=args.slurm_folder)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 
@@ -201,10 +207,11 @@ def _report(args) -> int:
 def _doctor(args) -> int:
     from autograder.doctor import diagnose, diagnose_slurm, render
 
+    options = _slurm_options(args)
     print(render(diagnose(course_root=args.course_root, db_url=args.db_url)))
-    if args.executor != "slurm":
+    if options is None:
         return 0
-    rows = diagnose_slurm(_slurm_options(args), course_root=args.course_root)
+    rows = diagnose_slurm(options, course_root=args.course_root)
     width = max(len(check) for check, _, _ in rows)
     print("\nSlurm (--executor slurm)")
     for check, ok, detail in rows:

@@ -256,3 +256,9 @@ def test_the_gpu_rule_on_slurm_needs_gpus_per_task_for_cuda(hang_once_course):
     with pytest.raises(DeviceError, match="--allow-cpu"):  # the toy has a GPU-only check
         grade(course_root=root, executor="slurm", device="cpu", allow_cpu=False, progress=False,
               slurm_options=SlurmOptions())
+
+
+def test_slurm_options_without_the_slurm_executor_are_refused(hang_once_course, capsys):
+    root, _ = hang_once_course
+    assert cli_main(["--course-root", str(root), "grade", "--partition", "debug"]) == 1
+    assert "need --executor slurm" in capsys.readouterr().err
