@@ -5,7 +5,7 @@
     autograder grade [ASSIGNMENT...] [--student ID...] ...   autograder.grading.grade
     autograder feedback [ASSIGNMENT...]                     autograder.feedback.feedback
     autograder report [--output DIR]                        autograder.report.report
-    autograder doctor                                       autograder.doctor.diagnose
+    autograder doctor [--executor slurm ...]                autograder.doctor.diagnose(_slurm)
     autograder demo [DIR]                                   autograder.demo.demo
     autograder publish DEST                                 autograder.publish.publish
     autograder leak-check PATH...                           autograder.leaks.find_leaks
@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="default: every assignment with submissions")
     p.add_argument("--student", dest="students", action="append", metavar="ID",
                    help="grade only this student (repeatable)")
-    p.add_argument("--workers", type=int, default=None, help="submissions at once (default: CPUs)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="notebooks at once (default: CPUs; with --executor slurm, per array task)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--allow-cpu", action="store_true",
                    help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
@@ -63,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sandbox", action="store_true",
                    help="DEBUGGING ONLY: run submissions without the bubblewrap sandbox (they can then "
                         "read the solutions, reach the network and change the gradebook)")
+    _executor_arguments(p)
+    p.add_argument("--chunk-size", type=int, default=None, metavar="N",
+                   help="slurm: submissions per array task")
+    p.add_argument("--slurm-folder", type=Path, default=None, metavar="DIR",
+                   help="slurm: chunks, logs and results, shared with the nodes "
+                        "(default: .slurm/grade in the course)")
 
     p = sub.add_parser("feedback", help="HTML feedback per student (no hidden-check source)")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT")
@@ -71,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="grades CSV and HTML report with figures")
     p.add_argument("--output", type=Path, default=None, help="directory (default: reports/)")
 
-    sub.add_parser("doctor", help="device, torch/CUDA versions, which GPU checks can run")
+    p = sub.add_parser("doctor", help="device, torch/CUDA versions, which GPU checks can run; "
+                                      "with --executor slurm, the cluster too")
+    _executor_arguments(p)
 
     p = sub.add_parser("demo", help="sample class through collect -> grade -> feedback -> report")
     p.add_argument("directory", nargs="?", type=Path, default=None,
@@ -87,6 +96,38 @@ def _parser() -> argparse.ArgumentParser:
                                           "the course repository's URLs) in a student edition or site")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     return parser
+
+
+def _executor_arguments(p: argparse.ArgumentParser) -> None:
+    """--executor and the Slurm options (defaults: c.Autograder.slurm in nbgrader_config.py)."""
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="where notebooks run: this machine, or a Slurm job array (default: local)")
+    p.add_argument("--partition", default=None, help="slurm: partition (default: the course's)")
+    p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
+                   help="slurm: GPUs per array task (CUDA grading when > 0)")
+    p.add_argument("--time", dest="time_min", type=int, default=None, metavar="MINUTES",
+                   help="slurm: time limit of one array task")
+    p.add_argument("--account", default=None, help="slurm: account to charge")
+    p.add_argument("--max-jobs", type=int, default=None, metavar="K",
+                   help="slurm: array tasks running at once")
+
+
+def _slurm_options(args):
+    """SlurmOptions from the course config, then the command line's overrides (None when local)."""
+    names = ("partition", "gpus_per_task", "time_min", "account", "max_jobs", "chunk_size")
+    overrides = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if args.executor != "slurm":
+        if overrides or getattr(args, "slurm_folder", None) is not None:
+            raise AutograderError("the Slurm options (--partition, --gpus-per-task, --time, "
+                                  "--account, --max-jobs, --chunk-size, --slurm-folder) need "
+                                  "--executor slurm")
+        return None
+    from autograder.slurm import load_slurm_options
+
+    try:
+        return load_slurm_options(args.course_root, **overrides)
+    except ValueError as error:
+        raise AutograderError(str(error)) from None
 
 
 def _release(args) -> int:
@@ -122,11 +163,13 @@ def _grade(args) -> int:
               "and rewrite the gradebook.\nUse this only to debug the grader, never for real "
               "grades.\n" + "!" * 78, file=sys.stderr)
 
+    slurm_options = _slurm_options(args)
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,
                     timeout=args.timeout, memory_limit_gb=args.memory_limit or None,
-                    force=args.force, progress=not args.no_progress,
+                    force=args.force, progress=not args.no_progress, executor=args.executor,
+                    slurm_options=slurm_options, slurm_folder=args.slurm_folder,
                     sandbox=not args.no_sandbox)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
@@ -177,10 +220,18 @@ def _report(args) -> int:
 
 
 def _doctor(args) -> int:
-    from autograder.doctor import diagnose, render
+    from autograder.doctor import diagnose, diagnose_slurm, render
 
+    options = _slurm_options(args)
     print(render(diagnose(course_root=args.course_root, db_url=args.db_url)))
-    return 0
+    if options is None:
+        return 0
+    rows = diagnose_slurm(options, course_root=args.course_root)
+    width = max(len(check) for check, _, _ in rows)
+    print("\nSlurm (--executor slurm)")
+    for check, ok, detail in rows:
+        print(f"{check:<{width}}  {'ok  ' if ok else 'FAIL'}  {detail}")
+    return 0 if all(ok for _, ok, _ in rows) else 1
 
 
 def _demo(args) -> int:

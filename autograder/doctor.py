@@ -154,3 +154,21 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
 def render(diagnosis: Diagnosis) -> str:
     width = max(len(what) for what, _ in diagnosis.lines)
     return "\n".join(f"{what:<{width}}  {finding}" for what, finding in diagnosis.lines)
+
+
+def diagnose_slurm(options, *, course_root: Path = Path("."),
+                   timeout_s: float = 300) -> list[tuple[str, bool, str]]:
+    """Can ``grade --executor slurm`` run with ``options`` (a ``SlurmOptions``)? The rows of
+    ``autograder.slurm.doctor_slurm`` (sinfo, partition, GPU gres, accounting, a tiny test job whose
+    folder is under the course root, which the nodes must share), then where GPU checks will run."""
+    from autograder.slurm import doctor_slurm
+
+    folder = Path(course_root).resolve() / ".slurm" / "doctor"
+    rows = doctor_slurm(options, folder=folder, timeout_s=timeout_s)
+    if options.gpus_per_task:
+        rows.append(("GPU checks", True, f"run on CUDA on the nodes ({options.gpus_per_task} GPU(s) "
+                                         "per array task)"))
+    else:
+        rows.append(("GPU checks", True, "no GPUs requested (gpus_per_task=0): GPU-only checks score"
+                                         " 0 ('needs a GPU runner') unless graded with --allow-cpu"))
+    return rows

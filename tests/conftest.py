@@ -11,6 +11,10 @@ Fixtures (all session-scoped unless noted):
   the students per assignment and their scores per grade cell read from nbgrader's Gradebook.
   Other tests (feedback, export, the autograder's own tests) can reuse the graded directory read-only or
   run further nbgrader commands in it.
+- ``autograded_catalogue_course``: ``ungraded_copy`` of ``graded_catalogue_course`` (its submissions
+  removed from the gradebook, no autograded/ folder) graded by the autograder on this machine
+  (``grade(allow_cpu=True)``): ``(source, root, summary)``. The identity test compares it with nbgrader,
+  the Slurm grading test with a run on the cluster.
 - ``slurm_cluster``: a real one-node Slurm cluster on localhost (``tests/slurm_cluster.py``), started
   on first use and torn down, with no daemon left, at the end of the session.
 """
@@ -18,6 +22,7 @@ Fixtures (all session-scoped unless noted):
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -144,3 +149,24 @@ def graded_catalogue_course(tmp_path_factory: pytest.TempPathFactory, assignment
     for assignment in assignments:
         course.scores[assignment] = read_scores(course.db_url, assignment, list(course.students[assignment]))
     return course
+
+
+def ungraded_copy(source: GradedCourse, root: Path) -> Path:
+    """Copy ``source``'s course to ``root`` without its grades: every catalogue submission removed
+    from the gradebook, no autograded/ or feedback/ folder (the submissions stay in submitted/)."""
+    shutil.copytree(source.root, root, ignore=shutil.ignore_patterns("autograded", "feedback"))
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for assignment in source.assignments:
+            for student in source.students[assignment]:
+                gb.remove_submission(assignment, student)
+    return root
+
+
+@pytest.fixture(scope="session")
+def autograded_catalogue_course(graded_catalogue_course, tmp_path_factory):
+    """See the module docstring."""
+    from autograder.grading import grade
+
+    root = ungraded_copy(graded_catalogue_course, tmp_path_factory.mktemp("regraded") / "course")
+    summary = grade(course_root=root, allow_cpu=True, progress=False)
+    return graded_catalogue_course, root, summary

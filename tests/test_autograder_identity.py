@@ -1,35 +1,26 @@
 """`autograder grade` gives the same scores as `nbgrader autograde` on the exercises' catalogue.
 
-Reuses the session fixture ``graded_catalogue_course`` (plain nbgrader, every catalogue entry as a
-student): a copy of that course has its submissions removed from the gradebook and its autograded/
-directory deleted, is regraded by the autograder, and every grade cell of every student is compared.
+Reuses the session fixtures ``graded_catalogue_course`` (plain nbgrader, every catalogue entry as a
+student) and ``autograded_catalogue_course`` (a copy of that course with its submissions removed from
+the gradebook and its autograded/ directory deleted, regraded by the autograder): every grade cell of
+every student is compared.
 The same copy then checks feedback (no hidden-check source) and the report (CSV totals = gradebook).
 """
 
 from __future__ import annotations
 
 import csv
-import shutil
 
 import pytest
 from nbgrader.api import Gradebook
 
 from autograder.feedback import HIDDEN_MARKERS, feedback
-from autograder.grading import grade
 from autograder.report import report
 
 
 @pytest.fixture(scope="module")
-def regraded(graded_catalogue_course, tmp_path_factory):
-    source = graded_catalogue_course
-    root = tmp_path_factory.mktemp("regraded") / "course"
-    shutil.copytree(source.root, root, ignore=shutil.ignore_patterns("autograded", "feedback"))
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        for assignment in source.assignments:
-            for student in source.students[assignment]:
-                gb.remove_submission(assignment, student)
-    summary = grade(course_root=root, allow_cpu=True, progress=False)
-    return source, root, summary
+def regraded(autograded_catalogue_course):
+    return autograded_catalogue_course  # (source, root, summary); see conftest.py
 
 
 def test_every_catalogue_submission_graded(regraded):

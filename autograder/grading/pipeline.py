@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 from nbformat import NotebookNode
@@ -34,6 +35,9 @@ from autograder.course import Course, load_course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading import record, workers
 from autograder.grading.execute import GRADE, STUDENT, TRUSTED, ExecutionJob
+from autograder.grading.runner import NotebookRunner, execution_limits
+from autograder.grading.runner import sandboxes as _sandboxes
+from autograder.grading.runner import wait_for_a_sandbox as _wait_for_a_sandbox
 from autograder.grading.sandbox import SandboxProcess, companion_files
 from autograder.grading.steps import (
     AutogradeSteps,
@@ -43,8 +47,10 @@ from autograder.grading.steps import (
 )
 from autograder.grading.transaction import borrowed_gradebook
 
+if TYPE_CHECKING:
+    from autograder.slurm import SlurmOptions
+
 STAGING_PREFIX = ".grading-"
-ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
 
 
 @dataclass
@@ -55,7 +61,6 @@ class NotebookRun:
     nb: NotebookNode
     kinds: dict[int, str] = field(default_factory=dict)  # code cell index -> student/trusted/grade
     run: workers.RunningNotebook | None = None
-    sandbox: SandboxProcess | None = None
     seconds: float = 0.0
 
 
@@ -113,6 +118,9 @@ def grade(
     force: bool = False,
     progress: bool = True,
     sandbox: bool = True,
+    executor: str = "local",
+    slurm_options: SlurmOptions | None = None,
+    slurm_folder: Path | None = None,
 ) -> GradeSummary:
     """Autograde submissions into the course gradebook, with scores identical to ``nbgrader autograde``.
 
@@ -124,7 +132,22 @@ def grade(
     no limit). ``force``: regrade submissions already graded. ``sandbox``: run student code in the
     bubblewrap sandbox (False: ``--no-sandbox``, for debugging only — the submission can then read and
     change everything this process can).
+
+    ``executor``: "local" (this machine) or "slurm": the notebooks run as a Slurm job array on the
+    cluster's nodes, this process records them (``cluster.grade_on_slurm``; ``slurm_options``, default
+    the course's ``c.Autograder.slurm``; ``slurm_folder``, default ``<course>/.slurm/grade``, shared
+    with the nodes). Same scores, same rules; ``workers_count`` is then notebooks at once per task.
     """
+    if executor == "slurm":
+        from autograder.grading.cluster import grade_on_slurm
+
+        return grade_on_slurm(
+            assignments=assignments, students=students, course_root=course_root, db_url=db_url,
+            options=slurm_options, folder=slurm_folder, workers_count=workers_count, device=device,
+            allow_cpu=allow_cpu, timeout=timeout, memory_limit_gb=memory_limit_gb, force=force,
+            progress=progress, sandbox=sandbox)
+    if executor != "local":
+        raise GradingError(f"the executor must be 'local' or 'slurm', got {executor!r}")
     started = time.monotonic()
     course = load_course(course_root, db_url=db_url)
     workers.start_template()  # its imports overlap with the checks below
@@ -146,24 +169,18 @@ def grade(
     pool = [SandboxProcess(sandboxed=sandbox, gpu=device_used == "cuda")
             for _ in range(max(1, workers_count or os.cpu_count() or 1))]
 
-    vm, rss = probe.virtual_bytes, probe.resident_bytes
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
-    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
-    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
-    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
-    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
-    threads = max(1, (os.cpu_count() or 1) // workers_count)
-
-    sandbox_rss = (rss + limit) if limit else None
+    limits = execution_limits(probe, memory_limit_gb=memory_limit_gb, device_used=device_used,
+                              workers_count=workers_count, cpus=os.cpu_count() or 1)
     with course.gradebook() as gb, _sandboxes(pool):
         results, todo = _plan(course, gb, names, students=students, force=force)
         batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
                        workers_count=workers_count, timings=timings,
                        make_job=lambda nb_run, workdir: _job(
                            nb_run, workdir, timeout=timeout, env=env, sandbox_env=sandbox_env,
-                           address_space=address_space, threads=threads, sandbox_rss=sandbox_rss),
-                       rss_limit=rss_limit, pool=pool)
+                           address_space=limits.address_space, threads=limits.threads,
+                           sandbox_rss=limits.sandbox_rss),
+                       rss_limit=limits.rss_limit, pool=pool)
         if todo:
             _wait_for_a_sandbox(pool)
             timings["setup"] = time.monotonic() - started
@@ -210,8 +227,8 @@ class _Batch:
         results: list[SubmissionResult] = []
         pending = deque(todo)
         queue: deque[tuple[Submission, NotebookRun]] = deque()
-        running: list[tuple[Submission, NotebookRun]] = []
-        while pending or queue or running:
+        runner = NotebookRunner(self.pool, rss_limit_bytes=self.rss_limit)
+        while pending or queue or runner.running:
             while pending and len(queue) < self.workers_count:  # sanitize ahead of the workers
                 student, name = pending.popleft()
                 submission, failed = self._sanitize(student, name)
@@ -220,47 +237,22 @@ class _Batch:
                     advance(student, name)
                 else:
                     queue.extend((submission, nb_run) for nb_run in submission.notebooks)
-            for box in self.pool:  # sandboxes report "ready" / "done"; restart dead ones
-                box.pump()
-                if box.state == "dead":
-                    box.state = "new"
-                if box.state == "new":
-                    box.start()
-            free = [box for box in self.pool if box.state == "ready"
-                    and not any(r.sandbox is box for _, r in running)]
+            free = runner.free_sandboxes()
             while queue and free:  # execute: a checker child per notebook, with its sandbox
                 submission, nb_run = queue.popleft()
-                self._start(submission, nb_run, free.pop())
-                running.append((submission, nb_run))
-            workers.wait_any([r.run for _, r in running], timeout=0.2,
-                             extra=[box.control for box in self.pool if box.control is not None])
-            still_running = []
-            for submission, nb_run in running:  # check, score, record finished submissions
-                nb_run.run.pump()
-                if not nb_run.run.finished:
-                    still_running.append((submission, nb_run))
-                    continue
-                nb_run.seconds = time.monotonic() - nb_run.run.started
-                self.timings["execute"] += nb_run.seconds
-                nb_run.run.close()
+                nb_run.run = runner.start(
+                    free.pop(), (submission, nb_run),
+                    key=(submission.student, submission.assignment, nb_run.name),
+                    job=self.make_job(nb_run, submission.stage),
+                    files=lambda stage=submission.stage: companion_files(stage))
+            runner.wait(timeout=0.2)
+            for (submission, nb_run), _, seconds in runner.finished():  # check, score, record
+                nb_run.seconds = seconds
+                self.timings["execute"] += seconds
                 if all(r.run is not None and r.run.finished for r in submission.notebooks):
                     results.append(self._record(submission))
                     advance(submission.student, submission.assignment)
-            running = still_running
         return results
-
-    def _start(self, submission: Submission, nb_run: NotebookRun, box: SandboxProcess) -> None:
-        job = self.make_job(nb_run, submission.stage)
-        key = (submission.student, submission.assignment, nb_run.name)
-        nb_run.sandbox = box
-        nb_run.run = workers.RunningNotebook(key=key, job=job, rss_limit_bytes=self.rss_limit)
-        try:
-            nb_run.run.sockets = box.start_job(job.sandbox_job(), companion_files(submission.stage))
-        except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
-            nb_run.run.exited, nb_run.run.reason = True, f"the sandbox could not take it ({error})"
-            nb_run.run.started = time.monotonic()
-            return
-        nb_run.run.start()
 
     def _sanitize(self, student: str, name: str) -> tuple[Submission | None, SubmissionResult | None]:
         clock = time.monotonic()
@@ -349,28 +341,6 @@ def cell_kinds(gb, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[
             cell.source = source.source
         kinds[index] = kind
     return kinds
-
-
-class _sandboxes:
-    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
-    the end, whatever happens."""
-
-    def __init__(self, pool: list[SandboxProcess]) -> None:
-        self.pool = pool
-
-    def __enter__(self) -> list[SandboxProcess]:
-        for box in self.pool:
-            box.start()
-        return self.pool
-
-    def __exit__(self, *exc_info) -> None:
-        for box in self.pool:
-            box.close()
-
-
-def _wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
-    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
-    pool[0].wait_ready()
 
 
 def _remove_stale_stages(course: Course, student: str, assignment: str) -> None:

@@ -1,0 +1,206 @@
+"""An array task of ``grade --executor slurm``: execute a chunk of submissions on this node.
+
+``grade_chunk`` is what ``autograder.grading.cluster`` hands to ``run_chunks``: submitit unpickles it
+and its ``SubmissionWork`` items on a compute node and calls it there. It executes the notebooks
+exactly as local grading does (``runner``: the warm template, a pool of bubblewrap sandboxes, one
+checker child per notebook, limits measured on this node) and writes one JSON result per submission
+to the shared results folder with ``write_result``:
+
+    {"key": ..., "host": ..., "task": "<array job>_<task>", "device": "cpu",
+     "started": <epoch>, "ready": <epoch: first sandbox ready>,
+     "notebooks": {"<name>": {"outputs": {"<cell index>": [[<nbformat output dict>, ...], <count>]},
+                              "reason": null, "running_cell": null, "failed_ename": "KernelDied",
+                              "seconds": 0.41}}}
+    {"key": ..., "error": "<why nothing ran>"}            (a node that cannot grade the chunk)
+
+It imports neither nbformat nor nbgrader: checking, scoring and recording stay in the instructor's
+process, the only gradebook writer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.errors import GradingError
+from autograder.grading import workers
+from autograder.grading.execute import ExecutionJob
+from autograder.grading.runner import (
+    NotebookRunner,
+    execution_limits,
+    sandboxes,
+    wait_for_a_sandbox,
+)
+from autograder.grading.sandbox import SandboxProcess
+from autograder.slurm import write_result
+
+SETTLE_S = 1.0  # a run that ended abnormally is written this much later (see grade_chunk)
+
+
+@dataclass(frozen=True)
+class NotebookWork:
+    """One notebook to execute: its name and job (the node fills in workdir and limits)."""
+
+    name: str
+    job: ExecutionJob
+
+
+@dataclass(frozen=True)
+class SubmissionWork:
+    """One submission, everything a node needs to execute it (picklable; no path of this machine)."""
+
+    key: str  # assignment/student/digest of everything below and of the grading code
+    student: str
+    assignment: str
+    notebooks: tuple[NotebookWork, ...]
+    files: tuple[tuple[str, bytes], ...]  # companion files (relative path, bytes)
+    device: str  # "cpu" or "cuda": decided by the instructor's process, checked on the node
+    memory_limit_gb: float | None
+    sandboxed: bool
+    workers: int | None  # notebooks at once on the node (None: the task's CPUs)
+    environ: tuple[tuple[str, str], ...] = ()  # PASSED_ENV as the instructor's process has them
+
+
+def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
+    """Execute every notebook of ``chunk`` (runs inside one array task, on its node); write one
+    result per submission with ``write_result`` as soon as its notebooks are done.
+
+    Runs exactly as local grading does: a warm template, a pool of sandboxes, one checker child per
+    notebook, limits measured here. The device decision comes with the items: a node without CUDA
+    for a "cuda" chunk writes a failed result per submission (with the reason) and runs nothing.
+    A notebook that ended abnormally (a crash, a kill) is written ``SETTLE_S`` later and only if
+    Slurm has not signalled this task meanwhile: scancel, preemption and the time-limit warning
+    signal every process of the task, and a student must not score 0 for a job Slurm stopped."""
+    started = time.time()
+    first = chunk[0]
+    os.environ.update(dict(first.environ))
+    host = socket.gethostname()
+    task = _task_id()
+    workers.start_template()
+    pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda")
+            for _ in range(max(1, min(first.workers or _task_cpus(),
+                                     sum(len(work.notebooks) for work in chunk))))]
+    with (_Stopping() as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,
+          sandboxes(pool)):  # the sandboxes import torch while the template does
+        probe = workers.probe_template()
+        _log(f"{len(chunk)} submission(s) on {host}; warm template in {time.time() - started:.1f} s")
+        if first.device == "cuda" and not probe.cuda_available:
+            why = (f"node {host} has no CUDA device for this GPU-graded chunk (torch "
+                   f"{probe.torch_version}, CUDA build {probe.cuda_version}); check --gpus-per-task "
+                   "and the partition")
+            for work in chunk:
+                write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
+            return
+        limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
+                                  device_used=first.device, workers_count=len(pool),
+                                  cpus=_task_cpus())
+        wait_for_a_sandbox(pool)
+        _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
+        node = {"key": "", "host": host, "task": task, "device": first.device,
+                "started": started, "ready": time.time()}
+        queue: deque[tuple[SubmissionWork, NotebookWork, ExecutionJob]] = deque()
+        for number, work in enumerate(chunk):
+            workdir = Path(scratch) / str(number)
+            _write_files(workdir, work.files)
+            for notebook in work.notebooks:
+                queue.append((work, notebook, dataclasses.replace(
+                    notebook.job, workdir=str(workdir), address_space_bytes=limits.address_space,
+                    threads=limits.threads, sandbox_rss_bytes=limits.sandbox_rss)))
+        ran: dict[str, dict[str, dict]] = {work.key: {} for work in chunk}
+        due: dict[str, float] = {}  # complete submissions -> when their result may be written
+        runner = NotebookRunner(pool, rss_limit_bytes=limits.rss_limit)
+        try:
+            while queue or runner.running or due:
+                if stopping.signal:
+                    raise GradingError(f"Slurm stopped this task ({stopping.signal}); the "
+                                       "results written before are kept")
+                free = runner.free_sandboxes()
+                while queue and free:
+                    work, notebook, job = queue.popleft()
+                    runner.start(free.pop(), (work, notebook.name), key=(work.key, notebook.name),
+                                 job=job, files=lambda files=work.files: list(files))
+                runner.wait(timeout=0.2)
+                for (work, name), run, seconds in runner.finished():
+                    ran[work.key][name] = {"outputs": {str(i): list(o) for i, o in run.outputs.items()},
+                                           "reason": run.reason, "running_cell": run.running_cell,
+                                           "failed_ename": run.failed_ename,
+                                           "seconds": round(seconds, 3)}
+                    later = time.monotonic() + (SETTLE_S if run.reason is not None else 0.0)
+                    due[work.key] = max(due.get(work.key, 0.0), later)
+                for work in chunk:
+                    key = work.key
+                    if (key in due and due[key] <= time.monotonic() and not stopping.signal
+                            and len(ran[key]) == len(work.notebooks)):
+                        write_result(results_dir, key, json.dumps(
+                            dict(node, key=key, notebooks=ran.pop(key))))
+                        del due[key]
+                        _log(f"wrote {key}")
+        finally:
+            runner.close()
+
+
+def _log(message: str) -> None:
+    """One line in the array task's log (submitit's ``*_log.err``), with the time."""
+    print(f"autograder {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def _task_id() -> str:
+    """submitit's id of this array task ("<array job>_<task>"), or the plain job id."""
+    array, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{index}" if array and index else os.environ.get("SLURM_JOB_ID", "")
+
+
+def _task_cpus() -> int:
+    """The CPUs Slurm gave this task (all this process may use when run outside Slurm)."""
+    given = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return int(given) if given.isdigit() and int(given) > 0 else len(os.sched_getaffinity(0))
+
+
+def _write_files(workdir: Path, files: Sequence[tuple[str, bytes]]) -> None:
+    """The checker's working folder: the companion files, as the sandbox gets them."""
+    workdir.mkdir(parents=True)
+    for relative, data in files:
+        target = (workdir / relative).resolve()
+        if not target.is_relative_to(workdir.resolve()):
+            raise GradingError(f"a companion file leaves its folder: {relative}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+class _Stopping:
+    """Notices Slurm stopping this task — SIGTERM (scancel, preemption) and SIGUSR2 (submitit's
+    time-limit warning) — and passes each signal on to the handler it found (submitit's, which ends
+    the task on SIGUSR2). Only the main thread can set handlers; elsewhere it watches nothing."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Stopping:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame) -> None:
+        self.signal = signal.Signals(signum).name
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+
+    def __exit__(self, *exc_info) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)

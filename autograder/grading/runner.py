@@ -1,0 +1,158 @@
+"""The execute step's loop: notebooks on a pool of warm sandboxes, a checker child each, until finished.
+
+Shared by local grading (``pipeline._Batch``) and by an array task on a Slurm node
+(``node.grade_chunk``), so a notebook runs the same way wherever it runs: the same sandbox, the same
+limits (``execution_limits``, from the warm template's footprint on that machine), the same device
+rule. The caller owns the queue and decides what a finished notebook means::
+
+    limits = execution_limits(workers.probe_template(), memory_limit_gb=4, ...)
+    with sandboxes(pool):                          # start every sandbox now, close them at the end
+        wait_for_a_sandbox(pool)
+        runner = NotebookRunner(pool, rss_limit_bytes=limits.rss_limit)
+        while queue or runner.running:
+            free = runner.free_sandboxes()        # read the sandboxes' reports, restart dead ones
+            while queue and free:
+                tag, job, files = queue.popleft()
+                runner.start(free.pop(), tag, key=..., job=job, files=files)
+            runner.wait(0.2)                       # a message, an exit, or a sandbox report
+            for tag, run, seconds in runner.finished():
+                ...                                # run.outputs, .reason, .running_cell, .failed_ename
+
+This module imports neither nbformat nor nbgrader: an array task pays only for what executes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.errors import GradingError
+from autograder.grading import workers
+from autograder.grading.execute import ExecutionJob
+from autograder.grading.sandbox import SandboxProcess
+
+ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
+
+
+@dataclass
+class _Slot:
+    tag: Any  # the caller's handle for this notebook
+    run: workers.RunningNotebook
+    box: SandboxProcess
+
+
+class NotebookRunner:
+    """Starts one checker child per notebook beside a free sandbox of ``pool``, watches it (time and
+    memory limits: ``workers.RunningNotebook``) and hands back each run once it is finished.
+
+    ``start_sandbox(box)`` starts (or restarts) one sandbox of the pool; default ``box.start()``."""
+
+    def __init__(self, pool: list[SandboxProcess], *, rss_limit_bytes: int | None,
+                 start_sandbox: Callable[[SandboxProcess], None] | None = None) -> None:
+        self.pool = pool
+        self.rss_limit_bytes = rss_limit_bytes
+        self.start_sandbox = start_sandbox or SandboxProcess.start
+        self.running: list[_Slot] = []
+
+    def free_sandboxes(self) -> list[SandboxProcess]:
+        """Read every sandbox's reports ("ready", "done"), restart dead ones; return the ready ones
+        that no running notebook holds."""
+        for box in self.pool:
+            box.pump()
+            if box.state == "dead":
+                box.state = "new"
+            if box.state == "new":
+                self.start_sandbox(box)
+        held = {id(slot.box) for slot in self.running}
+        return [box for box in self.pool if box.state == "ready" and id(box) not in held]
+
+    def start(self, box: SandboxProcess, tag: Any, *, key: Any, job: ExecutionJob,
+              files: Callable[[], list[tuple[str, bytes]]]) -> workers.RunningNotebook:
+        """Hand one notebook to ``box`` and fork its checker. ``files()``: the companion files the
+        student's process gets. A sandbox that cannot take the job makes a run that is already
+        finished, with the reason (it ran no cell: nothing is recorded from it)."""
+        run = workers.RunningNotebook(key=key, job=job, rss_limit_bytes=self.rss_limit_bytes)
+        self.running.append(_Slot(tag, run, box))
+        try:
+            run.sockets = box.start_job(job.sandbox_job(), files())
+        except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
+            run.exited, run.reason = True, f"the sandbox could not take it ({error})"
+            run.started = time.monotonic()
+            return run
+        run.start()
+        return run
+
+    def wait(self, timeout: float = 0.2) -> None:
+        """Block until a checker or a sandbox has something to say, or ``timeout`` seconds pass."""
+        workers.wait_any([slot.run for slot in self.running], timeout=timeout,
+                         extra=[box.control for box in self.pool if box.control is not None])
+
+    def finished(self) -> list[tuple[Any, workers.RunningNotebook, float]]:
+        """Enforce the limits of the running notebooks; return ``(tag, run, seconds)`` of each one
+        that has finished since the last call (its checker is closed)."""
+        done, still = [], []
+        for slot in self.running:
+            slot.run.pump()
+            if not slot.run.finished:
+                still.append(slot)
+                continue
+            seconds = time.monotonic() - slot.run.started
+            slot.run.close()
+            done.append((slot.tag, slot.run, seconds))
+        self.running = still
+        return done
+
+    def close(self) -> None:
+        """Kill every checker still running (the sandboxes are the pool owner's to close)."""
+        for slot in self.running:
+            slot.run.close()
+        self.running = []
+
+
+@dataclass(frozen=True)
+class ExecutionLimits:
+    """The memory and thread limits of one notebook's run, from the warm template's footprint."""
+
+    address_space: int | None  # RLIMIT_AS of the student process (None on CUDA or without a limit)
+    rss_limit: int | None  # the checker's resident-memory watchdog
+    sandbox_rss: int | None  # the student process's resident-memory limit
+    threads: int
+
+
+def execution_limits(probe: workers.TemplateProbe, *, memory_limit_gb: float | None,
+                     device_used: str, workers_count: int, cpus: int) -> ExecutionLimits:
+    """``memory_limit_gb`` on top of what a fresh child of the template uses; ``cpus`` shared by
+    ``workers_count`` notebooks at once."""
+    vm, rss = probe.virtual_bytes, probe.resident_bytes
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
+    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
+    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
+    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
+    return ExecutionLimits(address_space=address_space, rss_limit=rss_limit,
+                           sandbox_rss=(rss + limit) if limit else None,
+                           threads=max(1, cpus // workers_count))
+
+
+class sandboxes:
+    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
+    the end, whatever happens."""
+
+    def __init__(self, pool: list[SandboxProcess]) -> None:
+        self.pool = pool
+
+    def __enter__(self) -> list[SandboxProcess]:
+        for box in self.pool:
+            box.start()
+        return self.pool
+
+    def __exit__(self, *exc_info) -> None:
+        for box in self.pool:
+            box.close()
+
+
+def wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
+    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
+    pool[0].wait_ready()
