@@ -182,3 +182,24 @@ def test_processes_are_limited_and_do_not_outlive_the_notebook(box):
     seen = _run(sandbox, "import os\nr = sum(p.isdigit() for p in os.listdir('/proc'))", "r")
     sandbox.kill("done")
     assert seen <= 4, f"{seen} processes visible: the daemons of the last notebook survived"
+
+
+def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
+    """Where no pids cgroup can be made (and RLIMIT_NPROC does not bind root), the template counts
+    the sandbox's tasks and stops the notebook past its limit."""
+    from autograder.grading import sandbox as policy
+
+    monkeypatch.setattr(policy, "pids_cgroup_root", lambda: None)
+    lonely = SandboxProcess()
+    lonely.start()
+    try:
+        lonely.wait_ready()
+        assert lonely.processes is not None and lonely.processes.path is None
+        session = _session(lonely, nproc=40)
+        bomb = ("import os, time\nfor _ in range(300):\n    if os.fork() == 0:\n"
+                "        time.sleep(600); os._exit(0)\ntime.sleep(5)\n")
+        with pytest.raises(remote.SandboxDied, match="processes and threads passed the limit"):
+            session.run_cell(bomb, 30)
+            session.run_cell("x = 1", 30)
+    finally:
+        lonely.close()

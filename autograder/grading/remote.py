@@ -530,6 +530,9 @@ def _exit_reason(status: Any) -> str:
     if how == "memory":
         return (f"memory use {status.get('rss', 0) / 2**30:.2f} GiB passed the limit of "
                 f"{status.get('limit', 0) / 2**30:.2f} GiB; the submission's process was stopped")
+    if how == "processes":
+        return (f"{status.get('count')} processes and threads passed the limit of "
+                f"{status.get('limit')}; the submission's process was stopped")
     if how == "signal":
         import signal as signals
 

@@ -110,6 +110,9 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
     started = time.monotonic()
     status = {"how": "exited", "code": None}
     rss_limit = job.get("rss_limit")
+    # second line behind the pids cgroup (a grader without one, as root, where RLIMIT_NPROC does
+    # not bind): the template counts the tasks in the sandbox and stops the notebook past the limit
+    task_limit = (job.get("limits", {}).get("nproc") or 0) + 64 if SANDBOXED else None
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -122,12 +125,16 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
             status = {"how": "killed", "why": "stopped by the checker"}
             os.kill(pid, signal.SIGKILL)
             break
-        if rss_limit:
-            used = _sandbox_rss()
-            if used > rss_limit:
+        if rss_limit or task_limit:
+            used, tasks = _sandbox_usage(pid)
+            if rss_limit and used > rss_limit:
                 status = {"how": "memory", "rss": used, "limit": rss_limit}
-                os.kill(pid, signal.SIGKILL)
-                break
+            elif task_limit and tasks > task_limit:
+                status = {"how": "processes", "count": tasks, "limit": task_limit}
+            else:
+                continue
+            os.kill(pid, signal.SIGKILL)
+            break
     _, wait_status = os.waitpid(pid, 0)
     os.close(pidfd)
     if status["how"] == "exited":
@@ -140,18 +147,22 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
     return status
 
 
-def _sandbox_rss() -> int:
-    """Resident memory of every process in this PID namespace but the template and bwrap's init."""
-    total = 0
+def _sandbox_usage(child: int) -> tuple[int, int]:
+    """Resident memory and tasks (processes and threads) of every process in this PID namespace
+    but the template and bwrap's init; without a sandbox, of the child alone."""
+    total = tasks = 0
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (1, me):
-            try:
-                with open(f"/proc/{entry}/statm") as handle:
-                    total += int(handle.read().split()[1]) * _PAGE
-            except (OSError, IndexError, ValueError):
-                pass
-    return total
+    pids = [e for e in os.listdir("/proc") if e.isdigit()] if SANDBOXED else [str(child)]
+    for entry in pids:
+        if int(entry) in (1, me):
+            continue
+        try:
+            with open(f"/proc/{entry}/statm") as handle:
+                total += int(handle.read().split()[1]) * _PAGE
+            tasks += len(os.listdir(f"/proc/{entry}/task"))
+        except (OSError, IndexError, ValueError):
+            pass
+    return total, tasks
 
 
 def _clean_up(child: int) -> None:
