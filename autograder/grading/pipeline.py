@@ -5,14 +5,17 @@ Read top to bottom, one submission goes through:
 1. **sanitize** (parent): read each submitted notebook and run nbgrader's sanitize preprocessors
    (``steps.py``); stage the submission's files in a hidden directory next to its final
    ``autograded/<student>/<assignment>/`` home, as nbgrader lays them out.
-2. **execute** (child forked from the warm template, ``workers.py`` / ``execute.py``): run the code
-   cells with a per-cell time limit and a memory limit; cells the child never finished get an error
-   output that names the reason (timeout, memory, crash), so they score 0 — never full marks.
+2. **execute** (``runner.py``): a checker child forked from the warm template (``workers.py``,
+   ``execute.py``) runs the grade cells itself and sends every other cell to a warm bubblewrap sandbox
+   (``sandbox.py``, ``autograder/sandbox/kernel.py``), reaching the student's names through a
+   values-only channel (``remote.py``); per-cell time limit, memory and process limits; cells never
+   finished get an error output that names the reason (timeout, memory, crash), so they score 0.
 3. **check + score + record** (parent, ``record.py``): nbgrader's post-execute preprocessors
    (output limits, SaveAutoGrades, late penalties, metadata check) in ONE gradebook transaction; the
    autograded notebooks move into place just before that transaction commits.
 
-Up to ``workers`` children run at once; the parent sanitizes and records between their messages.
+Up to ``workers`` notebooks run at once (one sandbox each); the parent sanitizes and records between
+their messages. ``executor="slurm"`` runs step 2 in Slurm array tasks instead (``cluster.py``).
 """
 
 from __future__ import annotations
