@@ -153,12 +153,21 @@ def graded_catalogue_course(tmp_path_factory: pytest.TempPathFactory, assignment
 
 def ungraded_copy(source: GradedCourse, root: Path) -> Path:
     """Copy ``source``'s course to ``root`` without its grades: every catalogue submission removed
-    from the gradebook, no autograded/ or feedback/ folder (the submissions stay in submitted/)."""
+    from the gradebook, no autograded/ or feedback/ folder (the submissions stay in submitted/).
+    Submissions other tests added to the shared course (not in the catalogue) are left out."""
     shutil.copytree(source.root, root, ignore=shutil.ignore_patterns("autograded", "feedback"))
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         for assignment in source.assignments:
             for student in source.students[assignment]:
                 gb.remove_submission(assignment, student)
+            for folder in sorted((root / "submitted").glob(f"*/{assignment}")):
+                student = folder.parent.name
+                if student not in source.students[assignment]:
+                    shutil.rmtree(folder)
+                    try:
+                        gb.remove_submission(assignment, student)
+                    except Exception:  # noqa: BLE001 - never graded there
+                        pass
     return root
 
 
