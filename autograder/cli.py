@@ -57,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per cell (default: the course's Execute.timeout)")
-    p.add_argument("--memory-limit", type=float, default=4.0, metavar="GB",
-                   help="memory one submission may use on top of the template (0: no limit)")
+    p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=None, metavar="GB",
+                   help="memory one notebook may use on top of the template (default 4; 0: no limit)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-sandbox", action="store_true",
@@ -122,7 +122,7 @@ def _slurm_options(args):
                                   "--account, --max-jobs, --chunk-size, --slurm-folder) need "
                                   "--executor slurm")
         return None
-    from autograder.slurm import load_slurm_options
+    from autograder.grading.slurm.chunks import load_slurm_options
 
     try:
         return load_slurm_options(args.course_root, **overrides)
@@ -164,13 +164,13 @@ def _grade(args) -> int:
               "grades.\n" + "!" * 78, file=sys.stderr)
 
     slurm_options = _slurm_options(args)
+    given = {"memory_limit_gb": args.memory_limit_gb} if args.memory_limit_gb is not None else {}
     summary = grade(assignments=args.assignments or None, students=args.students,
-                    course_root=args.course_root, db_url=args.db_url, workers_count=args.workers,
+                    course_root=args.course_root, db_url=args.db_url, workers=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,
-                    timeout=args.timeout, memory_limit_gb=args.memory_limit or None,
-                    force=args.force, progress=not args.no_progress, executor=args.executor,
-                    slurm_options=slurm_options, slurm_folder=args.slurm_folder,
-                    sandbox=not args.no_sandbox)
+                    timeout=args.timeout, force=args.force, progress=not args.no_progress,
+                    executor=args.executor, slurm=slurm_options, slurm_folder=args.slurm_folder,
+                    sandbox=not args.no_sandbox, **given)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 
@@ -237,7 +237,7 @@ def _doctor(args) -> int:
 def _demo(args) -> int:
     from autograder.demo import demo
 
-    result = demo(directory=args.directory, workers_count=args.workers)
+    result = demo(directory=args.directory, workers=args.workers)
     for assignment, collected in result.collected.items():
         print(f"collect {assignment}: {len(collected.collected)} submissions")
     print_summary(result.summary)

@@ -72,7 +72,7 @@ def write_lms_zip(assignment: str, notebooks: dict[str, nbformat.NotebookNode], 
 
 
 def demo(*, directory: Path | None = None, assignments: Sequence[str] = DEMO_ASSIGNMENTS,
-         wrong_count: int = 3, workers_count: int | None = None,
+         wrong_count: int = 3, workers: int | None = None,
          progress: bool = True) -> DemoResult:
     """Build the demo class in ``directory`` (must be empty or absent; default a new temp dir)."""
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="autograder-demo-"))
@@ -87,7 +87,7 @@ def demo(*, directory: Path | None = None, assignments: Sequence[str] = DEMO_ASS
         archive = write_lms_zip(assignment, class_notebooks(assignment, wrong_count=wrong_count),
                                 downloads / f"{assignment}.zip")
         collected[assignment] = collect(source=archive, assignment=assignment, course_root=root)
-    summary = grade(course_root=root, workers_count=workers_count, timeout=DEMO_TIMEOUT_S,
+    summary = grade(course_root=root, workers=workers, timeout=DEMO_TIMEOUT_S,
                     progress=progress)
     pages = feedback(course_root=root)
     csv_path, html_path = report(course_root=root)

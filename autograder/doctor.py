@@ -52,16 +52,13 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.add("--device auto", "cpu (no CUDA device visible)")
     result.add(ALLOW_CPU_ENV, os.environ.get(ALLOW_CPU_ENV, "unset"))
     if check_workers:
-        from autograder.grading import workers
+        from autograder.grading import probe_template
 
         started = time.perf_counter()
-        workers.start_template()
+        probe = probe_template()  # starts the template: its imports
         warm = time.perf_counter() - started
         started = time.perf_counter()
-        probe = workers.probe_template()
-        warm = time.perf_counter() - started + warm
-        started = time.perf_counter()
-        probe = workers.probe_template()
+        probe = probe_template()
         result.add("warm template", f"ready in {warm:.1f} s; a forked child in "
                    f"{(time.perf_counter() - started) * 1000:.0f} ms, "
                    f"{probe.resident_bytes / 2**20:.0f} MiB resident")
@@ -69,7 +66,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.sandbox_ok = _check_sandbox(result, course_root=course_root)
     try:
         from autograder.course import load_course
-        from autograder.grading.record import gpu_cells
+        from autograder.grading import gpu_cells
 
         course = load_course(course_root, db_url=db_url)
         for assignment in course.gradebook_assignments():
@@ -106,8 +103,8 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     import socket
 
     from autograder.errors import GradingError
-    from autograder.grading import remote
-    from autograder.grading.sandbox import ProcessLimit, SandboxProcess, python_dirs
+    from autograder.sandbox import channel
+    from autograder.sandbox.host import ProcessLimit, SandboxProcess, python_dirs
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -121,14 +118,15 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
         box.start()
         box.wait_ready()
         ready = time.perf_counter() - started
-        data, kill = box.start_job({"env": {}, "threads": 1, "limits": {}}, [])
-        sandbox = remote.Sandbox(data, kill, memmap_dir="/tmp")
+        data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+                                    "rlimits": {}}, [])
+        sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
         code = _SANDBOX_PROBE.replace("COURSE", repr(str(Path(course_root).resolve()))) \
             .replace("PORT", str(listener.getsockname()[1]))
         outputs, _ = sandbox.run_cell(code, 30)
         probe = sandbox.lookup(["_probe"]).get("_probe")
         sandbox.kill("probe done")
-    except (GradingError, remote.SandboxDied, OSError) as error:
+    except (GradingError, channel.SandboxDied, OSError) as error:
         result.add("sandbox", f"NOT WORKING: {error}; grading stops unless --no-sandbox")
         return False
     finally:
@@ -159,9 +157,9 @@ def render(diagnosis: Diagnosis) -> str:
 def diagnose_slurm(options, *, course_root: Path = Path("."),
                    timeout_s: float = 300) -> list[tuple[str, bool, str]]:
     """Can ``grade --executor slurm`` run with ``options`` (a ``SlurmOptions``)? The rows of
-    ``autograder.slurm.doctor_slurm`` (sinfo, partition, GPU gres, accounting, a tiny test job whose
+    ``autograder.grading.slurm.chunks.doctor_slurm`` (sinfo, partition, GPU gres, accounting, a tiny test job whose
     folder is under the course root, which the nodes must share), then where GPU checks will run."""
-    from autograder.slurm import doctor_slurm
+    from autograder.grading.slurm.chunks import doctor_slurm
 
     folder = Path(course_root).resolve() / ".slurm" / "doctor"
     rows = doctor_slurm(options, folder=folder, timeout_s=timeout_s)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import Course, load_course
-from autograder.grading.record import read_run_record
+from autograder.grading import read_run_record
 
 
 @dataclass

@@ -118,11 +118,11 @@ def main() -> int:
 
     os.environ["AUTOGRADER_ALLOW_CPU"] = "1"
     started = time.perf_counter()
-    summary = grade(course_root=fast_root, workers_count=args.workers, timeout=args.timeout,
+    summary = grade(course_root=fast_root, workers=args.workers, timeout=args.timeout,
                     allow_cpu=True, progress=False)
     fast = time.perf_counter() - started
     started = time.perf_counter()
-    grade(course_root=open_root, workers_count=args.workers, timeout=args.timeout, allow_cpu=True,
+    grade(course_root=open_root, workers=args.workers, timeout=args.timeout, allow_cpu=True,
           progress=False, sandbox=False)
     unsandboxed = time.perf_counter() - started
 

@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from autograde_throughput import build_class, scores  # noqa: E402
 
+from autograder.grading.slurm.chunks import SlurmOptions  # noqa: E402
 from autograder.release import available_assignments, copy_course, release  # noqa: E402
-from autograder.slurm import SlurmOptions  # noqa: E402
 
 
 def main() -> int:
@@ -77,7 +77,6 @@ def main() -> int:
 
 def run(args, cluster_cpus: int) -> int:
     from autograder.grading import grade
-    from autograder.grading.cluster import grade_on_slurm
 
     assignments = available_assignments(REPO)
     base = Path(args.keep or tempfile.mkdtemp(prefix="slurm-bench-"))
@@ -98,12 +97,12 @@ def run(args, cluster_cpus: int) -> int:
           f"{cpus} CPUs here; per-cell timeout {args.timeout:g} s; courses in {base}")
 
     started = time.perf_counter()
-    local = grade(course_root=local_root, workers_count=cpus, timeout=args.timeout, allow_cpu=True,
+    local = grade(course_root=local_root, workers=cpus, timeout=args.timeout, allow_cpu=True,
                   progress=False)
     local_s = time.perf_counter() - started
     started = time.perf_counter()
-    on_slurm = grade_on_slurm(course_root=slurm_root, options=options, timeout=args.timeout,
-                              allow_cpu=True, progress=False, poll_s=0.5)
+    on_slurm = grade(executor="slurm", course_root=slurm_root, slurm=options, timeout=args.timeout,
+                     allow_cpu=True, progress=False, poll_s=0.5)
     slurm_s = time.perf_counter() - started
 
     graded = {summary.count("graded") for summary in (local, on_slurm)}

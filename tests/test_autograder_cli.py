@@ -138,7 +138,7 @@ def test_grading_without_a_working_sandbox_stops_unless_no_sandbox(course, tmp_p
 
     copy = tmp_path / "course"
     shutil.copytree(course, copy, ignore=shutil.ignore_patterns("autograded"))
-    from autograder.grading import sandbox
+    from autograder.sandbox import host as sandbox
 
     which = sandbox.shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else which(name))

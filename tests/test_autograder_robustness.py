@@ -16,10 +16,11 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.execute import STUDENT, ExecutionJob
+from autograder.grading.execute.checker import STUDENT, ExecutionJob
+from autograder.grading.execute.limits import ExecutionLimits, job_message
+from autograder.grading.execute.workers import RunningNotebook, wait_any
 from autograder.grading.record import read_run_record
-from autograder.grading.sandbox import SandboxProcess
-from autograder.grading.workers import RunningNotebook, wait_any
+from autograder.sandbox.host import SandboxProcess
 
 WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square
 HANGS = "import time\nwhile True:\n    time.sleep(0.05)\n"
@@ -45,7 +46,7 @@ def graded_toy(tmp_path_factory):
     toy.submit(root, "crashes", total=CRASHES)
     toy.submit(root, "hogs", total=HOGS)
     # device="cpu": the address-space limit applies (on CUDA only the RSS watchdog does)
-    summary = grade(course_root=root, workers_count=2, timeout=3, memory_limit_gb=0.5,
+    summary = grade(course_root=root, workers=2, timeout=3, memory_limit_gb=0.5,
                     device="cpu", allow_cpu=True, progress=False)
     return root, {r.student: r for r in summary.results}
 
@@ -131,9 +132,12 @@ def _wait_done(box: SandboxProcess) -> None:
     assert box.state == "ready", box.state
 
 
-def _watch(job: ExecutionJob, rss_limit: int | None, box: SandboxProcess) -> RunningNotebook:
-    run = RunningNotebook(key="t", job=job, rss_limit_bytes=rss_limit)
-    run.sockets = box.start_job(job.sandbox_job(), [])
+def _watch(job: ExecutionJob, box: SandboxProcess, *, workdir: Path,
+           student_rss_bytes: int | None = None) -> RunningNotebook:
+    limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
+                             student_rss_bytes=student_rss_bytes, checker_rss_bytes=None, threads=1)
+    run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
+    run.sockets = box.start_job(job_message(job, limits), [])
     run.start()
     deadline = time.monotonic() + 60
     while not run.finished and time.monotonic() < deadline:
@@ -149,10 +153,8 @@ def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):
     """Without an address-space limit (as on CUDA) the sandbox's RSS watchdog stops the student."""
     touch = "x = bytearray(1500 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\nimport time\ntime.sleep(30)\n"
     job = ExecutionJob(cells=[(0, "a = 1", [], STUDENT), (1, touch, [], STUDENT),
-                              (2, "b = 2", [], STUDENT)],
-                       workdir=str(tmp_path), timeout=60, address_space_bytes=None, threads=1,
-                       sandbox_rss_bytes=1 << 30)
-    run = _watch(job, rss_limit=None, box=sandbox)
+                              (2, "b = 2", [], STUDENT)], timeout=60)
+    run = _watch(job, sandbox, workdir=tmp_path, student_rss_bytes=1 << 30)
     assert 0 in run.outputs and 2 not in run.outputs
     assert run.failed_ename == "MemoryLimitExceeded" and "memory use" in run.reason
     assert run.running_cell == 1
@@ -160,9 +162,8 @@ def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):
 
 def test_cell_that_swallows_the_timeout_is_killed(tmp_path, sandbox):
     stubborn = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n"
-    job = ExecutionJob(cells=[(0, stubborn, [], STUDENT), (1, "x = 1", [], STUDENT)],
-                       workdir=str(tmp_path), timeout=1, address_space_bytes=None, threads=1)
-    run = _watch(job, rss_limit=None, box=sandbox)
+    job = ExecutionJob(cells=[(0, stubborn, [], STUDENT), (1, "x = 1", [], STUDENT)], timeout=1)
+    run = _watch(job, sandbox, workdir=tmp_path)
     assert run.failed_ename == "CellTimeoutError" and "killed" in run.reason
     assert run.outputs == {} and run.running_cell == 0
 
@@ -226,9 +227,8 @@ def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
     from autograder.errors import GradingError
     from autograder.grading.record import executed_notebook
 
-    job = ExecutionJob(cells=[(0, "x = 1", [], STUDENT)], workdir=str(tmp_path / "missing"),
-                       timeout=5, address_space_bytes=None, threads=1)
-    run = _watch(job, rss_limit=None, box=sandbox)
+    job = ExecutionJob(cells=[(0, "x = 1", [], STUDENT)], timeout=5)
+    run = _watch(job, sandbox, workdir=tmp_path / "missing")
     assert run.reason and run.outputs == {} and run.running_cell is None
     nb = toy.source_notebook()
     with pytest.raises(GradingError, match="before running any cell"):

@@ -34,8 +34,8 @@ from autograder import samples
 from autograder.cli import main as cli_main
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.cluster import SLURM_FOLDER, grade_on_slurm
-from autograder.slurm import MANIFEST, RESULT_SUFFIX, RESULTS_DIR, SlurmOptions
+from autograder.grading.slurm.chunks import MANIFEST, RESULT_SUFFIX, RESULTS_DIR, SlurmOptions
+from autograder.grading.slurm.executor import SLURM_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 # two array tasks at once on the 2-core CI machine; 83 submissions in 4 chunks
@@ -135,7 +135,7 @@ def faulty_slurm_run(slurm_cluster, catalogue_class):
     chunks_before = len(_manifest(folder))
 
     started = time.monotonic()
-    summary = grade_on_slurm(course_root=root, allow_cpu=True, progress=False, poll_s=0.5)
+    summary = grade(executor="slurm", course_root=root, allow_cpu=True, progress=False, poll_s=0.5)
     rerun_s = time.monotonic() - started
     resubmitted = [key for entry in _manifest(folder)[chunks_before:] for key in entry["keys"]]
     return {"local": local, "root": root, "pairs": pairs, "summary": summary, "folder": folder,
@@ -223,8 +223,8 @@ def test_a_task_killed_by_its_time_limit_is_retried_and_recorded_once(slurm_clus
     # min(90, 30 * minutes) s before the end, and Slurm, which looks every 30 s, sends it as much as
     # 30 s earlier still (with 1 minute, any time after the start)
     options = SlurmOptions(**{**SLURM_CONFIG, "time_min": 2, "chunk_size": 1})
-    summary = grade_on_slurm(course_root=root, options=options, allow_cpu=True, timeout=600,
-                             progress=False, poll_s=0.5)
+    summary = grade(executor="slurm", course_root=root, slurm=options, allow_cpu=True,
+                    timeout=600, progress=False, poll_s=0.5)
     [result] = summary.results
     assert (result.student, result.status) == ("patient", "graded"), result
     assert result.score == result.max_score == sum(toy.POINTS.values()) + 1, result
@@ -252,10 +252,10 @@ def test_the_gpu_rule_on_slurm_needs_gpus_per_task_for_cuda(hang_once_course):
     root, _ = hang_once_course
     with pytest.raises(DeviceError, match="--gpus-per-task"):
         grade(course_root=root, executor="slurm", device="cuda", progress=False,
-              slurm_options=SlurmOptions(gpus_per_task=0))
+              slurm=SlurmOptions(gpus_per_task=0))
     with pytest.raises(DeviceError, match="--allow-cpu"):  # the toy has a GPU-only check
         grade(course_root=root, executor="slurm", device="cpu", allow_cpu=False, progress=False,
-              slurm_options=SlurmOptions())
+              slurm=SlurmOptions())
 
 
 def test_slurm_options_without_the_slurm_executor_are_refused(hang_once_course, capsys):

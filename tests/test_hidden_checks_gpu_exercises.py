@@ -28,7 +28,7 @@ from autograder.hidden import HiddenCheckFailed, NeedsGPU
 from autograder.hidden import adagrad as adagrad_checks
 from autograder.hidden import get_batch as get_batch_checks
 from autograder.hidden import mixed_precision as mixed_checks
-from autograder.sandbox import drivers
+from autograder.sandbox.inside import drivers
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("04_adagrad", "05_get_batch", "06_mixed_precision")

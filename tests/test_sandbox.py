@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.grading import remote
-from autograder.grading.sandbox import SandboxProcess, bwrap_command, python_dirs
-from autograder.sandbox import wire
+from autograder.sandbox import channel as remote
+from autograder.sandbox.host import SandboxProcess, bwrap_command, python_dirs
+from autograder.sandbox.inside import wire
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,11 +33,11 @@ def test_policy_unshares_everything_and_binds_only_what_it_names():
     assert args[args.index("--cap-drop") + 1] == "ALL"
     assert "--share-net" not in args and "--bind" not in args and "--dev-bind" not in args
     sources = {src for src, _ in _pairs(args, "--ro-bind")}
-    allowed = set(python_dirs()) | {str(ROOT / "autograder" / "sandbox")}
+    allowed = set(python_dirs()) | {str(ROOT / "autograder" / "sandbox" / "inside")}
     for source in sources:
         assert source.startswith(("/usr", "/etc/", "/lib", "/bin", "/sbin")) or source in allowed, source
     course_binds = [s for s in sources if s == str(ROOT) or s.startswith(str(ROOT) + "/")]
-    assert all(s.startswith(str(ROOT / ".venv")) or s == str(ROOT / "autograder" / "sandbox")
+    assert all(s.startswith(str(ROOT / ".venv")) or s == str(ROOT / "autograder" / "sandbox" / "inside")
                for s in course_binds), course_binds
     tmpfs = [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
     assert tmpfs == ["/tmp", "/sandbox-work"]
@@ -128,17 +128,18 @@ def box():
     sandbox.close()
 
 
-def _session(box: SandboxProcess, **limits) -> remote.Sandbox:
+def _session(box: SandboxProcess, **limits) -> remote.SandboxChannel:
     """A fresh notebook in ``box`` (once the previous one is cleaned up)."""
     deadline = time.monotonic() + 30
     while box.state == "busy" and time.monotonic() < deadline:
         time.sleep(0.05)
         box.pump()
-    data, kill = box.start_job({"env": {}, "threads": 1, "limits": limits}, [("data/x.txt", b"hi")])
-    return remote.Sandbox(data, kill, memmap_dir="/tmp")
+    data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+                                "rlimits": limits}, [("data/x.txt", b"hi")])
+    return remote.SandboxChannel(data, kill, memmap_dir="/tmp")
 
 
-def _run(sandbox: remote.Sandbox, code: str, name: str):
+def _run(sandbox: remote.SandboxChannel, code: str, name: str):
     outputs, _ = sandbox.run_cell(code, 30)
     return sandbox.lookup([name]).get(name, outputs)
 
@@ -187,7 +188,7 @@ def test_processes_are_limited_and_do_not_outlive_the_notebook(box):
 def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
     """Where no pids cgroup can be made (and RLIMIT_NPROC does not bind root), the template counts
     the sandbox's tasks and stops the notebook past its limit."""
-    from autograder.grading import sandbox as policy
+    from autograder.sandbox import host as policy
 
     monkeypatch.setattr(policy, "pids_cgroup_root", lambda: None)
     lonely = SandboxProcess()

@@ -1,4 +1,4 @@
-"""``autograder.slurm`` against a real one-node Slurm cluster (the ``slurm_cluster`` fixture).
+"""``autograder.grading.slurm.chunks`` against a real one-node Slurm cluster (the ``slurm_cluster`` fixture).
 
 The work function squares numbers and writes JSON results; every execution of an item leaves a marker
 file, so a test can prove which items were (re)computed. The cluster tests are marked ``slurm``; the
@@ -22,7 +22,7 @@ import cloudpickle
 import pytest
 
 from autograder.errors import CourseError
-from autograder.slurm import (
+from autograder.grading.slurm.chunks import (
     RESULTS_DIR,
     SlurmOptions,
     doctor_slurm,
@@ -178,7 +178,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_slurm
-from autograder.slurm import SlurmOptions, run_chunks
+from autograder.grading.slurm.chunks import SlurmOptions, run_chunks
 items = test_slurm.numbers(Path({markers!r}), 12, sleep_s=lambda i: 0.5)
 run_chunks(items, test_slurm.square_chunk, folder={folder!r}, on_result=lambda k, p: None,
            options=SlurmOptions(**test_slurm.FAST), progress=False, poll_s=0.3)
@@ -296,7 +296,7 @@ class FakeJob:
 ])
 def test_a_finished_chunk_without_all_results_fails_after_settling(state, pickled_error, retryable,
                                                                    says):
-    from autograder.slurm import _Chunk, _update
+    from autograder.grading.slurm.chunks import _Chunk, _update
 
     chunk = _Chunk(job=FakeJob(pickled_error), keys=("a", "b"), attempt=1)
     pickled = pickled_error is not None

@@ -126,7 +126,7 @@ def sandboxed(tmp_path_factory, listener):
     root, marker, controls = _class(tmp_path_factory, "sandboxed", listener)
     listener.reset()
     before = _digests(root)
-    summary = grade(course_root=root, workers_count=2, allow_cpu=True, progress=False)
+    summary = grade(course_root=root, workers=2, allow_cpu=True, progress=False)
     time.sleep(DAEMON_WAIT_S)
     return {"root": root, "marker": marker, "controls": controls, "summary": summary,
             "received": list(listener.received), "connections": listener.connections,

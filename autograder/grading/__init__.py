@@ -1,15 +1,30 @@
-"""Grading pipeline: sanitize -> execute -> check -> score -> record (see ``pipeline.py``).
+"""The grading engine (trusted side): plan -> sanitize -> execute -> check -> score -> record.
 
-``grade``, ``GradeSummary`` and ``SubmissionResult`` load the pipeline on first use: the warm template
-and a Slurm array task import modules of this package without paying for nbformat and nbgrader.
+``pipeline.py`` reads top to bottom; ``options.py`` holds every setting; ``model.py`` the data;
+``prepare.py`` and ``record.py`` the steps before and after execution; ``nbgrader_seam.py`` nbgrader's
+own preprocessors and the one place its gradebook is patched; the executors — ``local.py`` and
+``slurm/`` — are siblings behind ``executor.py``; ``execute/`` is how a notebook runs on any machine.
+
+The public names below are the whole API the rest of ``autograder`` uses (an import-linter contract
+keeps the other modules out of the engine's internals). They load on first use: the warm template and a
+Slurm array task import modules of this package without paying for nbformat and nbgrader.
 """
 
-__all__ = ["GradeSummary", "SubmissionResult", "grade"]
+from importlib import import_module
+
+_PUBLIC = {
+    "grade": "autograder.grading.pipeline",
+    "GradeOptions": "autograder.grading.options",
+    "GradeSummary": "autograder.grading.model",
+    "SubmissionResult": "autograder.grading.model",
+    "read_run_record": "autograder.grading.record",  # the autograder's note on a graded submission
+    "gpu_cells": "autograder.grading.prepare",  # an assignment's GPU-only grade cells
+    "probe_template": "autograder.grading.execute.workers",  # torch/CUDA as a grading child sees it
+}
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str):
-    if name in __all__:
-        from autograder.grading import pipeline
-
-        return getattr(pipeline, name)
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

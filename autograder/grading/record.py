@@ -1,4 +1,5 @@
-"""The check, score and record steps: executed notebooks into nbgrader's gradebook, one transaction each.
+"""The check, score and record steps (trusted side): executed notebooks into the gradebook, one
+transaction each.
 
 For one submission, inside a single database transaction: create or update the student and the
 submission (with its ``timestamp.txt``), zero the grades of notebooks that were not submitted (as
@@ -15,83 +16,34 @@ import json
 import logging
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import nbformat
 from nbformat import NotebookNode
-from nbgrader import utils as nbgrader_utils
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
 import autograder
 from autograder.course import Course
 from autograder.errors import GradingError
-from autograder.grading.steps import AutogradeSteps, nbgrader_resources
-from autograder.grading.transaction import borrowed_gradebook, one_transaction
-
-if TYPE_CHECKING:
-    from autograder.grading.pipeline import Submission, SubmissionResult
+from autograder.grading.model import NotebookOutcome, Submission, SubmissionResult
+from autograder.grading.nbgrader_seam import (
+    AutogradeSteps,
+    borrowed_gradebook,
+    nbgrader_resources,
+    one_transaction,
+)
+from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings
 
 RUN_RECORD = "autograder.json"  # per submission: device, timings, and why cells failed
 
 
-def notebook_names(gb: Gradebook, assignment: str) -> list[str]:
-    """The assignment's notebooks, as the gradebook knows them."""
-    return sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
-
-
-def gpu_cells(course: Course, assignment: str) -> list[str]:
-    """Grade cells of ``assignment`` that hold GPU-only checks (grade ids ending in ``_gpu``)."""
-    with course.gradebook() as gb:
-        return sorted(cell.name for nb in gb.find_assignment(assignment).notebooks
-                      for cell in nb.grade_cells if cell.name.endswith("_gpu"))
-
-
-def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -> bool:
-    """True when the gradebook holds this submission and its autograded directory exists, and the
-    submission is not newer than what was graded (nbgrader's own rule for skipping)."""
-    final = course.step_dir("autograded", student, assignment)
-    if not final.is_dir():
-        return False
-    try:
-        gb.find_submission(assignment, student)
-    except MissingEntry:
-        return False
-    submitted = course.step_dir("submitted", student, assignment)
-    new = course.coursedir.get_existing_timestamp(str(submitted))
-    old = course.coursedir.get_existing_timestamp(str(final))
-    return not (new is not None and old is not None and new > old)
-
-
-def stage_files(course: Course, submitted: Path, stage: Path, *, assignment: str) -> None:
-    """Lay out the staging directory as nbgrader lays out ``autograded/``: the submission's other files,
-    then the instructor's source files on top (minus ``Autograde.exclude_overwriting``)."""
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    ignore = list(course.coursedir.ignore) + ["*.ipynb"]
-    for filename in nbgrader_utils.find_all_files(str(submitted), ignore):
-        _copy(Path(filename), stage / Path(filename).relative_to(submitted))
-    source = Path(course.coursedir.format_path(course.coursedir.source_directory, ".", assignment))
-    excluded = course.config.Autograde.get("exclude_overwriting", {}).get(assignment, [])
-    for filename in nbgrader_utils.find_all_files(str(source), ignore):
-        relative = Path(filename).relative_to(source)
-        if str(relative) not in excluded:
-            _copy(Path(filename), stage / relative)
-
-
-def _copy(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        dest.unlink()
-    shutil.copy(src, dest)
-
-
-def executed_notebook(nb: NotebookNode, run) -> tuple[NotebookNode, list[str]]:
-    """Put the child's outputs into the sanitized notebook. Cells it never finished get an error output
-    naming the reason, so nbgrader's scoring gives them 0 (never the full marks of an empty output)."""
+def executed_notebook(nb: NotebookNode, run: NotebookOutcome) -> tuple[NotebookNode, list[str]]:
+    """Put the outcome's outputs into the sanitized notebook. Cells it never finished get an error
+    output naming the reason, so nbgrader's scoring gives them 0 (never the full marks of an empty
+    output)."""
     if run.reason is not None and not run.outputs and run.running_cell is None:
         # the child died before running a single cell: a grading-machine problem, not the student's
         raise GradingError(f"the grading process failed before running any cell ({run.reason}); "
@@ -123,12 +75,30 @@ def _is_limit_error(output: NotebookNode) -> bool:
             or "can't allocate memory" in output.evalue or "out of memory" in output.evalue)
 
 
+def record(course: Course, steps: AutogradeSteps, gb: Gradebook, submission: Submission, *,
+           device: str, timings: dict[str, float]) -> SubmissionResult:
+    """``record_submission``, with its failure as data: a submission that cannot be recorded is
+    "failed" with the reason, its stage removed, and the batch goes on."""
+    logger = logging.getLogger(NBGRADER_LOGGER)
+    handler = CollectWarnings(submission.log)
+    logger.addHandler(handler)
+    clock = time.monotonic()
+    try:
+        return record_submission(course, steps, gb, submission, logger=logger, device=device)
+    except Exception as error:  # noqa: BLE001 - reported, the batch goes on
+        shutil.rmtree(submission.stage, ignore_errors=True)
+        why = str(error) if isinstance(error, GradingError) else f"{type(error).__name__}: {error}"
+        return SubmissionResult(submission.student, submission.assignment, "failed",
+                                reasons=(f"not graded: {why}",))
+    finally:
+        logger.removeHandler(handler)
+        timings["record"] = timings.get("record", 0.0) + time.monotonic() - clock
+
+
 def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, submission: Submission,
                       *, logger: logging.Logger, device: str) -> SubmissionResult:
     """Score and record one submission (all notebooks) in one transaction; move its directory into
     place; return its result."""
-    from autograder.grading.pipeline import SubmissionResult
-
     student, assignment = submission.student, submission.assignment
     reasons: list[str] = [f"{name}.ipynb: not submitted (0 points)" for name in submission.missing]
     run_record: dict = {"graded_by": f"autograder {autograder.__version__}", "device": device,
@@ -147,14 +117,14 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 grade.auto_score = 0
                 grade.needs_manual_grade = False
         for nb_run in submission.notebooks:
-            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.run)
+            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome)
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=nb_run.name, workdir=str(submission.stage))
             nb = steps.run(steps.after_execute, nb, resources, logger)
             nbformat.write(nb, submission.stage / f"{nb_run.name}.ipynb")
             reasons += [f"{nb_run.name}.ipynb: {r}" for r in nb_reasons]
-            run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.seconds, 3),
-                                                    "reason": nb_run.run.reason}
+            run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.outcome.seconds, 3),
+                                                    "reason": nb_run.outcome.reason}
         gb.db.flush()
         gb.db.expire_all()  # scores are SQL sums: reload them after the flush
         found = gb.find_submission(assignment, student)
@@ -163,7 +133,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                           nbgrader_warnings=submission.log)
         (submission.stage / RUN_RECORD).write_text(json.dumps(run_record, indent=1))
         _replace_dir(submission.stage, submission.final)
-    seconds = sum(r.seconds for r in submission.notebooks)
+    seconds = sum(r.outcome.seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons))
 

@@ -120,13 +120,13 @@ def is_subclass(obj: Any, cls: type) -> bool:
 def student_module(student: Any, name: str) -> Any:
     """The module ``name`` as the student's code sees it: in the sandbox when ``student`` is a handle
     to sandboxed code (e.g. to seed its ``torch`` or read its allocator), else this process's own.
-    ``"drivers"`` is ``autograder/sandbox/drivers.py``, the observers that run next to the student's
+    ``"drivers"`` is ``autograder/sandbox/inside/drivers.py``, the observers that run next to the student's
     code (they report, the checks decide)."""
     sandbox = getattr(student, "_sandbox", None)
     if sandbox is not None and hasattr(type(student), "remote_mro"):
         return sandbox.module(name)
     if name == "drivers":
-        from autograder.sandbox import drivers
+        from autograder.sandbox.inside import drivers
 
         return drivers
     import importlib

@@ -1,6 +1,6 @@
-"""The checker's end of the channel: the student's objects as handles, values only in between.
+"""The checker's end of the channel (trusted side): the student's objects as handles, values only between.
 
-``Sandbox`` talks to one sandboxed student process (``autograder/sandbox/kernel.py``) over a
+``SandboxChannel`` talks to one sandboxed student process (``inside/kernel.py``) over a
 ``SOCK_SEQPACKET`` socket with ``wire`` messages. Grade cells run here, in the trusted checker, and reach
 what the student defined through it:
 
@@ -30,8 +30,9 @@ import time
 import weakref
 from typing import Any
 
-from autograder.sandbox import wire
-from autograder.sandbox.shell import CellTimeoutError
+from autograder.sandbox.inside import protocol, wire
+from autograder.sandbox.inside.protocol import ExitHow, Kind, Op
+from autograder.sandbox.inside.shell import CellTimeoutError
 
 GRACE_S = 2.0  # how long past a request's time limit the checker waits before it stops the sandbox
 _KNOWN_ERROR_MODULES = ("builtins", "jaxtyping", "beartype.roar", "torch", "numpy")
@@ -108,50 +109,50 @@ class Remote:
 
     __slots__ = ("_sandbox", "_handle", "_info", "__weakref__")
 
-    def __init__(self, sandbox: Sandbox, info: dict) -> None:
+    def __init__(self, sandbox: SandboxChannel, info: dict) -> None:
         object.__setattr__(self, "_sandbox", sandbox)
         object.__setattr__(self, "_handle", int(info["id"]))
         object.__setattr__(self, "_info", info)
 
     # what the handle can do: each is one request
     def __call__(self, *args, **kwargs):
-        return self._sandbox.request("call", target=self._handle, args=args, kwargs=kwargs)
+        return self._sandbox.request(Op.CALL, target=self._handle, args=args, kwargs=kwargs)
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return self._sandbox.request("getattr", target=self._handle, name=name)
+        return self._sandbox.request(Op.GETATTR, target=self._handle, name=name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self._sandbox.request("setattr", target=self._handle, name=name, value=value)
+        self._sandbox.request(Op.SETATTR, target=self._handle, name=name, value=value)
 
     def __delattr__(self, name: str) -> None:
-        self._sandbox.request("delattr", target=self._handle, name=name)
+        self._sandbox.request(Op.DELATTR, target=self._handle, name=name)
 
     def __getitem__(self, key):
-        return self._sandbox.request("getitem", target=self._handle, key=key)
+        return self._sandbox.request(Op.GETITEM, target=self._handle, key=key)
 
     def __setitem__(self, key, value) -> None:
-        self._sandbox.request("setitem", target=self._handle, key=key, value=value)
+        self._sandbox.request(Op.SETITEM, target=self._handle, key=key, value=value)
 
     def __len__(self) -> int:
-        value = self._sandbox.request("len", target=self._handle)
+        value = self._sandbox.request(Op.LEN, target=self._handle)
         if type(value) is not int or value < 0:
             raise NotPlainData(f"len() of {self.remote_type} is not a non-negative int")
         return value
 
     def __iter__(self):
-        items = self._sandbox.request("iter", target=self._handle)
+        items = self._sandbox.request(Op.ITER, target=self._handle)
         if type(items) is not list:
             raise NotPlainData(f"iterating {self.remote_type} gave no list")
         return iter(items)
 
     def __contains__(self, item) -> bool:
-        return self._sandbox.request("contains", target=self._handle, item=item) is True
+        return self._sandbox.request(Op.CONTAINS, target=self._handle, item=item) is True
 
     def __repr__(self) -> str:
         try:
-            text = self._sandbox.request("repr", target=self._handle)
+            text = self._sandbox.request(Op.REPR, target=self._handle)
         except Exception:  # noqa: BLE001 - a broken __repr__ is the student's
             text = None
         return text if type(text) is str else f"<{self.remote_type} object>"
@@ -196,7 +197,7 @@ def remote_qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-class Sandbox:
+class SandboxChannel:
     """The checker's connection to one sandboxed student process."""
 
     def __init__(self, data: socket.socket, kill: socket.socket, *, memmap_dir: str) -> None:
@@ -216,7 +217,7 @@ class Sandbox:
     # ---- the requests grade cells make
 
     def run_cell(self, source: str, timeout: float | None) -> tuple[list[dict], int | None]:
-        result = self.request("cell", source=source, timeout=timeout, raw=True)
+        result = self.request(Op.CELL, source=source, timeout=timeout, raw=True)
         outputs = result.get("cell_outputs") if isinstance(result, dict) else None
         if not isinstance(outputs, list):
             raise SandboxDied("the submission's process answered a cell with something else")
@@ -224,12 +225,12 @@ class Sandbox:
         return [_clean_output(o) for o in outputs[:200]], count if type(count) is int else None
 
     def lookup(self, names: list[str]) -> dict[str, Any]:
-        found = self.request("lookup", names=sorted(names), raw=True)
+        found = self.request(Op.LOOKUP, names=sorted(names), raw=True)
         return {k: v for k, v in found.items() if k in names} if isinstance(found, dict) else {}
 
     def module(self, name: str) -> Any:
         """The sandbox's own module ``name`` (e.g. to seed its ``torch`` before a call)."""
-        return self.request("module", name=name, raw=True)
+        return self.request(Op.MODULE, name=name, raw=True)
 
     def kill(self, reason: str, ename: str = "KernelDied") -> None:
         if self.dead is None:
@@ -241,7 +242,7 @@ class Sandbox:
 
     # ---- the protocol
 
-    def request(self, op: str, *, raw: bool = False, timeout: float | None = None,
+    def request(self, op: Op, *, raw: bool = False, timeout: float | None = None,
                 **fields: Any) -> Any:
         if self.dead is not None:
             raise self.dead
@@ -250,25 +251,21 @@ class Sandbox:
             remaining = timeout if remaining is None else min(timeout, remaining)
         request_id, self.next_request = self.next_request, self.next_request + 1
         encoder = self._encoder()
-        header: dict[str, Any] = {"kind": "request", "id": request_id, "op": op,
-                                  "timeout": remaining}
+        header: protocol.Request = {"kind": Kind.REQUEST, "id": request_id, "op": op,
+                                    "timeout": remaining}
         for key, value in fields.items():
-            if key in ("target", "name", "source", "names"):
-                header[key] = value
-            else:
-                header[key] = encoder.encode(value)
+            header[key] = value if key in protocol.RAW_FIELDS else encoder.encode(value)
         if self._released or self._released_mirrors:
             self._send_release()
-        ids, trees = self._sync_out(encoder)
-        header["sync_ids"], header["sync"] = ids, trees
+        header["sync"] = self._sync_out(encoder)
         self._send(header, encoder.blobs)
         return self._wait(request_id, remaining)
 
     def _send_release(self) -> None:
         released, self._released = self._released, []
         mirrors, self._released_mirrors = self._released_mirrors, []
-        self._send({"kind": "request", "id": 0, "op": "release", "ids": released,
-                    "mirrors": mirrors}, [])
+        self._send({"kind": Kind.REQUEST, "id": 0, "op": Op.RELEASE, "ids": released,
+                    "mirrors": mirrors, "sync": protocol.empty_sync()}, [])
 
     def _send(self, header: dict, blobs: list[bytes]) -> None:
         try:
@@ -291,12 +288,12 @@ class Sandbox:
             except wire.WireError as error:
                 self._died_with(f"the submission's process broke the channel ({error})")
             kind = header.get("kind")
-            if kind == "exited":
+            if kind == Kind.EXITED:
                 self._died_with(_exit_reason(header.get("status")), _exit_ename(header.get("status")))
-            if kind == "request":  # the student's code calls a checker object back
+            if kind == Kind.REQUEST:  # the student's code calls a checker object back
                 self._answer_callback(header, blobs)
                 continue
-            if kind != "reply" or header.get("id") != request_id:
+            if kind != Kind.REPLY or header.get("id") != request_id:
                 continue  # a stale reply to a request abandoned after a timeout
             return self._result(header, blobs)
 
@@ -306,8 +303,7 @@ class Sandbox:
 
     def _result(self, header: dict, blobs: list[bytes]) -> Any:
         decoder = self._decoder(blobs)
-        sync = header.get("sync") if isinstance(header.get("sync"), dict) else {}
-        self._apply_sync(decoder, sync.get("ids", []), sync.get("trees", []))
+        self._apply_sync(decoder, header)
         outputs = header.get("outputs")
         if outputs and self.on_outputs is not None:
             self.on_outputs([_clean_output(o) for o in outputs if isinstance(o, dict)])
@@ -318,11 +314,11 @@ class Sandbox:
     # ---- callbacks: the sandbox calls a checker object
 
     def _answer_callback(self, header: dict, blobs: list[bytes]) -> None:
-        reply: dict[str, Any] = {"kind": "reply", "id": header.get("id")}
+        reply: protocol.Reply = {"kind": Kind.REPLY, "id": header.get("id")}
         encoder = self._encoder()
         try:
             decoder = self._decoder(blobs)
-            self._apply_sync(decoder, header.get("sync_ids", []), header.get("sync", []))
+            self._apply_sync(decoder, header)
             target = self.locals.get(header.get("target"))
             if target is None:
                 raise LookupError("no such grader object")
@@ -331,11 +327,10 @@ class Sandbox:
         except (CellTimeoutError, SandboxDied):
             raise
         except Exception as error:  # noqa: BLE001 - the check's own failure, reported to the caller
-            reply = {"kind": "reply", "id": header.get("id"),
+            reply = {"kind": Kind.REPLY, "id": header.get("id"),
                      "error": {"type": type(error).__name__, "message": str(error)[:2000]}}
             encoder = self._encoder()
-        ids, trees = self._sync_out(encoder)
-        reply["sync"] = {"ids": ids, "trees": trees}
+        reply["sync"] = self._sync_out(encoder)
         self._send(reply, encoder.blobs)
 
     # ---- encoding
@@ -379,7 +374,7 @@ class Sandbox:
                 self.mirrors[mirror] = (weakref.ref(t, self._mirror_gone(mirror, id(t))), ())
             record = encoder.tensor(t)
             record["mirror"] = mirror
-            self.mirrors[mirror] = (self.mirrors[mirror][0], _signature(t))
+            self.mirrors[mirror] = (self.mirrors[mirror][0], protocol.signature(t))
             return record
 
         encoder.tensor_hook = tensor_hook
@@ -419,31 +414,27 @@ class Sandbox:
                 held.untyped_storage(), int(tree["offset"]), [int(v) for v in tree["shape"]],
                 [int(v) for v in tree["stride"]])
         if tensor is not None:  # a sync: the sandbox changed it
-            from autograder.sandbox.kernel import _assign
-
-            _assign(held, tensor)
-            self.mirrors[mirror] = (entry[0], _signature(held))
+            protocol.assign(held, tensor)
+            self.mirrors[mirror] = (entry[0], protocol.signature(held))
         return held
 
-    def _apply_sync(self, decoder: wire.Decoder, ids: Any, trees: Any) -> None:
-        if not isinstance(ids, list) or not isinstance(trees, list):
-            return
-        for mirror, tree in zip(ids, trees, strict=False):
-            if isinstance(tree, dict) and mirror in self.mirrors:
+    def _apply_sync(self, decoder: wire.Decoder, message: dict) -> None:
+        for mirror, tree in protocol.sync_entries(message):
+            if mirror in self.mirrors:
                 decoder.decode(dict(tree, mirror=mirror))
 
-    def _sync_out(self, encoder: wire.Encoder) -> tuple[list[int], list[dict]]:
-        ids, trees = [], []
+    def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
+        sync = protocol.empty_sync()
         for mirror, (ref, signature) in list(self.mirrors.items()):
             t = ref()
-            if t is not None and _signature(t) != signature:
-                ids.append(mirror)
-                trees.append(encoder.tensor(t))
-                self.mirrors[mirror] = (ref, _signature(t))
-        return ids, trees
+            if t is not None and protocol.signature(t) != signature:
+                sync["ids"].append(mirror)
+                sync["trees"].append(encoder.tensor(t))
+                self.mirrors[mirror] = (ref, protocol.signature(t))
+        return sync
 
 
-def mirror_seeding(sandbox: Sandbox) -> None:
+def mirror_seeding(sandbox: SandboxChannel) -> None:
     """Seeding a global generator in the checker (``torch.manual_seed(0)`` in a grade cell) seeds the
     student's process the same way, as it would in a single kernel."""
     import random
@@ -470,28 +461,22 @@ def mirror_seeding(sandbox: Sandbox) -> None:
     mirrored(random, "seed", "random", "seed")
 
 
-def _signature(t: Any) -> tuple:
-    grad = t.grad if t.is_leaf else None
-    return (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device,
-            id(grad), grad._version if grad is not None else None)
-
-
 def _callback(target: Any, op: str, decoder: wire.Decoder, header: dict) -> Any:
     """What the student's code may do with a grader object: call it, index it, ask its length,
     iterate it, read a public attribute that is plain data or a method of the object."""
-    if op == "local_call":
+    if op == Op.LOCAL_CALL:
         if not callable(target):
             raise TypeError("this grader object is not callable")
         args = decoder.decode(header.get("args"))
         kwargs = decoder.decode(header.get("kwargs"))
         return target(*args, **{str(k): v for k, v in kwargs.items()})
-    if op == "local_getitem":
+    if op == Op.LOCAL_GETITEM:
         return target[decoder.decode(header.get("key"))]
-    if op == "local_len":
+    if op == Op.LOCAL_LEN:
         return len(target)
-    if op == "local_iter":
+    if op == Op.LOCAL_ITER:
         return list(iter(target))
-    if op == "local_getattr":
+    if op == Op.LOCAL_GETATTR:
         name = str(header.get("name"))
         if name.startswith("_"):
             raise AttributeError(name)
@@ -527,13 +512,13 @@ def _clean_output(output: dict) -> dict:
 def _exit_reason(status: Any) -> str:
     status = status if isinstance(status, dict) else {}
     how = status.get("how")
-    if how == "memory":
+    if how == ExitHow.MEMORY:
         return (f"memory use {status.get('rss', 0) / 2**30:.2f} GiB passed the limit of "
                 f"{status.get('limit', 0) / 2**30:.2f} GiB; the submission's process was stopped")
-    if how == "processes":
+    if how == ExitHow.PROCESSES:
         return (f"{status.get('count')} processes and threads passed the limit of "
                 f"{status.get('limit')}; the submission's process was stopped")
-    if how == "signal":
+    if how == ExitHow.SIGNAL:
         import signal as signals
 
         try:
@@ -543,11 +528,11 @@ def _exit_reason(status: Any) -> str:
         extra = " (often the system running out of memory)" if name == "SIGKILL" else ""
         extra = " (its CPU-time limit)" if name == "SIGXCPU" else extra
         return f"the submission's process was killed by {name}{extra}"
-    if how == "killed":
+    if how == ExitHow.KILLED:
         return "the submission's process was stopped by the grader"
     return f"the submission's process exited with code {status.get('code')}"
 
 
 def _exit_ename(status: Any) -> str:
     how = status.get("how") if isinstance(status, dict) else None
-    return "MemoryLimitExceeded" if how == "memory" else "KernelDied"
+    return "MemoryLimitExceeded" if how == ExitHow.MEMORY else "KernelDied"

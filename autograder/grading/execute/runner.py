@@ -1,22 +1,22 @@
-"""The execute step's loop: notebooks on a pool of warm sandboxes, a checker child each, until finished.
+"""The execute loop (trusted side): notebooks on a pool of warm sandboxes, a checker child each.
 
-Shared by local grading (``pipeline._Batch``) and by an array task on a Slurm node
-(``node.grade_chunk``), so a notebook runs the same way wherever it runs: the same sandbox, the same
-limits (``execution_limits``, from the warm template's footprint on that machine), the same device
+Shared by the local executor (``grading/local.py``) and by an array task on a Slurm node
+(``grading/slurm/node.py``), so a notebook runs the same way wherever it runs: the same sandbox, the
+same limits (``execution_limits``, from the warm template's footprint on that machine), the same device
 rule. The caller owns the queue and decides what a finished notebook means::
 
     limits = execution_limits(workers.probe_template(), memory_limit_gb=4, ...)
     with sandboxes(pool):                          # start every sandbox now, close them at the end
         wait_for_a_sandbox(pool)
-        runner = NotebookRunner(pool, rss_limit_bytes=limits.rss_limit)
+        runner = NotebookRunner(pool, limits=limits)
         while queue or runner.running:
             free = runner.free_sandboxes()        # read the sandboxes' reports, restart dead ones
             while queue and free:
-                tag, job, files = queue.popleft()
-                runner.start(free.pop(), tag, key=..., job=job, files=files)
+                tag, job, workdir, files = queue.popleft()
+                runner.start(free.pop(), tag, job=job, workdir=workdir, files=files)
             runner.wait(0.2)                       # a message, an exit, or a sandbox report
-            for tag, run, seconds in runner.finished():
-                ...                                # run.outputs, .reason, .running_cell, .failed_ename
+            for tag, outcome in runner.finished():
+                ...                                # a NotebookOutcome
 
 This module imports neither nbformat nor nbgrader: an array task pays only for what executes.
 """
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.errors import GradingError
-from autograder.grading import workers
-from autograder.grading.execute import ExecutionJob
-from autograder.grading.sandbox import SandboxProcess
-
-ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
+from autograder.grading.execute import workers
+from autograder.grading.execute.checker import ExecutionJob
+from autograder.grading.execute.limits import ExecutionLimits, job_message
+from autograder.grading.model import NotebookOutcome
+from autograder.sandbox.host import SandboxProcess
 
 
 @dataclass
@@ -49,10 +49,10 @@ class NotebookRunner:
 
     ``start_sandbox(box)`` starts (or restarts) one sandbox of the pool; default ``box.start()``."""
 
-    def __init__(self, pool: list[SandboxProcess], *, rss_limit_bytes: int | None,
+    def __init__(self, pool: list[SandboxProcess], *, limits: ExecutionLimits,
                  start_sandbox: Callable[[SandboxProcess], None] | None = None) -> None:
         self.pool = pool
-        self.rss_limit_bytes = rss_limit_bytes
+        self.limits = limits
         self.start_sandbox = start_sandbox or SandboxProcess.start
         self.running: list[_Slot] = []
 
@@ -68,15 +68,15 @@ class NotebookRunner:
         held = {id(slot.box) for slot in self.running}
         return [box for box in self.pool if box.state == "ready" and id(box) not in held]
 
-    def start(self, box: SandboxProcess, tag: Any, *, key: Any, job: ExecutionJob,
+    def start(self, box: SandboxProcess, tag: Any, *, job: ExecutionJob, workdir: str,
               files: Callable[[], list[tuple[str, bytes]]]) -> workers.RunningNotebook:
-        """Hand one notebook to ``box`` and fork its checker. ``files()``: the companion files the
-        student's process gets. A sandbox that cannot take the job makes a run that is already
-        finished, with the reason (it ran no cell: nothing is recorded from it)."""
-        run = workers.RunningNotebook(key=key, job=job, rss_limit_bytes=self.rss_limit_bytes)
+        """Hand one notebook to ``box`` and fork its checker in ``workdir``. ``files()``: the
+        companion files the student's process gets. A sandbox that cannot take the job makes a run
+        that is already finished, with the reason (it ran no cell: nothing is recorded from it)."""
+        run = workers.RunningNotebook(key=tag, job=job, limits=self.limits, workdir=workdir)
         self.running.append(_Slot(tag, run, box))
         try:
-            run.sockets = box.start_job(job.sandbox_job(), files())
+            run.sockets = box.start_job(job_message(job, self.limits), files())
         except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
             run.exited, run.reason = True, f"the sandbox could not take it ({error})"
             run.started = time.monotonic()
@@ -89,9 +89,9 @@ class NotebookRunner:
         workers.wait_any([slot.run for slot in self.running], timeout=timeout,
                          extra=[box.control for box in self.pool if box.control is not None])
 
-    def finished(self) -> list[tuple[Any, workers.RunningNotebook, float]]:
-        """Enforce the limits of the running notebooks; return ``(tag, run, seconds)`` of each one
-        that has finished since the last call (its checker is closed)."""
+    def finished(self) -> list[tuple[Any, NotebookOutcome]]:
+        """Enforce the limits of the running notebooks; return ``(tag, outcome)`` of each one that
+        has finished since the last call (its checker is closed)."""
         done, still = [], []
         for slot in self.running:
             slot.run.pump()
@@ -100,7 +100,7 @@ class NotebookRunner:
                 continue
             seconds = time.monotonic() - slot.run.started
             slot.run.close()
-            done.append((slot.tag, slot.run, seconds))
+            done.append((slot.tag, slot.run.outcome(seconds)))
         self.running = still
         return done
 
@@ -109,31 +109,6 @@ class NotebookRunner:
         for slot in self.running:
             slot.run.close()
         self.running = []
-
-
-@dataclass(frozen=True)
-class ExecutionLimits:
-    """The memory and thread limits of one notebook's run, from the warm template's footprint."""
-
-    address_space: int | None  # RLIMIT_AS of the student process (None on CUDA or without a limit)
-    rss_limit: int | None  # the checker's resident-memory watchdog
-    sandbox_rss: int | None  # the student process's resident-memory limit
-    threads: int
-
-
-def execution_limits(probe: workers.TemplateProbe, *, memory_limit_gb: float | None,
-                     device_used: str, workers_count: int, cpus: int) -> ExecutionLimits:
-    """``memory_limit_gb`` on top of what a fresh child of the template uses; ``cpus`` shared by
-    ``workers_count`` notebooks at once."""
-    vm, rss = probe.virtual_bytes, probe.resident_bytes
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
-    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
-    # the parent's resident-memory watchdog: the limit itself where no address-space limit can be set
-    # (CUDA), else a backstop above it, so the in-child MemoryError (a graceful 0 for that cell) wins
-    rss_limit = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
-    return ExecutionLimits(address_space=address_space, rss_limit=rss_limit,
-                           sandbox_rss=(rss + limit) if limit else None,
-                           threads=max(1, cpus // workers_count))
 
 
 class sandboxes:

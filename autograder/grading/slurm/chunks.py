@@ -9,7 +9,7 @@ slurm`` is built on it like this::
     from dataclasses import dataclass
     from pathlib import Path
 
-    from autograder.slurm import load_slurm_options, run_chunks, write_result
+    from autograder.grading.slurm.chunks import load_slurm_options, run_chunks, write_result
 
     @dataclass(frozen=True)
     class Work:                      # picklable; `key` is stable across runs
@@ -66,6 +66,7 @@ Job states come from ``squeue`` (while the controller remembers a finished job, 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -75,13 +76,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from autograder.errors import CourseError, SlurmError
+from autograder.errors import SlurmError
+from autograder.grading.options import SlurmOptions, load_slurm_options  # noqa: F401 - re-exported
+from autograder.grading.progress import ProgressBar
 
 T = TypeVar("T")
 
@@ -89,8 +92,6 @@ RESULTS_DIR = "results"
 SUBMITIT_DIR = "submitit"
 MANIFEST = "chunks.jsonl"
 RESULT_SUFFIX = ".result"
-CONFIG_SECTION = "Autograder"  # c.Autograder.slurm = {...} in nbgrader_config.py
-CONFIG_KEY = "slurm"
 
 # Slurm job states (squeue %T, sacct State) and what they mean here.
 WAITING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "CONFIGURING",
@@ -100,76 +101,6 @@ LOST = "LOST"  # neither squeue nor sacct knows the job and it left no result pi
 SETTLE_POLLS = 2  # a job must look finished this many polls in a row before its chunk fails
 
 logger = logging.getLogger("autograder.slurm")
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    """How the array jobs are requested. Defaults come from the course config
-    (``c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, ...}`` in nbgrader_config.py,
-    see ``load_slurm_options``); keyword overrides win over both."""
-
-    partition: str | None = None  # None: the cluster's default partition
-    gpus_per_task: int = 0
-    time_min: int = 60  # time limit of one chunk's job, minutes
-    account: str | None = None
-    max_jobs: int = 16  # array tasks running at once (slurm_array_parallelism)
-    chunk_size: int = 10  # items per array task
-    retries: int = 2  # resubmissions of a failed chunk's missing items
-    cpus_per_task: int = 4
-    mem_gb: float | None = 16  # None: the partition's default
-
-    def __post_init__(self) -> None:
-        for name, least in (("gpus_per_task", 0), ("time_min", 1), ("max_jobs", 1),
-                            ("chunk_size", 1), ("retries", 0), ("cpus_per_task", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"SlurmOptions.{name} must be an integer >= {least}, got {value!r}")
-        if self.mem_gb is not None and not (isinstance(self.mem_gb, int | float) and self.mem_gb > 0):
-            raise ValueError(f"SlurmOptions.mem_gb must be a positive number or None, got {self.mem_gb!r}")
-
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> SlurmOptions:
-        """Options from a loaded traitlets config (``c.Autograder.slurm``), then ``overrides``."""
-        section = config.get(CONFIG_SECTION) if hasattr(config, "get") else None
-        raw = dict((section.get(CONFIG_KEY) if section else None) or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise CourseError(f"c.{CONFIG_SECTION}.{CONFIG_KEY} has unknown option(s) {unknown}; "
-                              f"valid: {sorted(names)}")
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise TypeError(f"unknown SlurmOptions field(s) {unknown}")
-        return cls(**{**raw, **overrides})
-
-    def executor_parameters(self) -> dict[str, Any]:
-        """``update_parameters`` arguments for a ``submitit.AutoExecutor`` on Slurm."""
-        params: dict[str, Any] = {
-            "name": "autograder",
-            "timeout_min": self.time_min,
-            "cpus_per_task": self.cpus_per_task,
-            "slurm_array_parallelism": self.max_jobs,
-            # submitit's USR2 warning before the time limit ends a chunk cleanly; Slurm checks limits
-            # about every 30 s, so the warning must come well before the end of a short job
-            "slurm_signal_delay_s": min(90, self.time_min * 30),
-        }
-        if self.mem_gb is not None:
-            params["mem_gb"] = self.mem_gb
-        if self.partition:
-            params["slurm_partition"] = self.partition
-        if self.account:
-            params["slurm_account"] = self.account
-        if self.gpus_per_task:
-            params["slurm_gpus_per_task"] = self.gpus_per_task
-        return params
-
-
-def load_slurm_options(course_root: Path | str = ".", **overrides: Any) -> SlurmOptions:
-    """``SlurmOptions`` from ``<course_root>/nbgrader_config.py`` (``c.Autograder.slurm``), then
-    ``overrides`` (for example the command line's)."""
-    from autograder.course import load_course
-
-    return SlurmOptions.from_config(load_course(course_root).config, **overrides)
 
 
 def result_path(results_dir: Path | str, key: str) -> Path:
@@ -262,7 +193,7 @@ def run_chunks(
     options: SlurmOptions,
     on_result: Callable[[str, Path], Any],
     key: Callable[[T], str] = attrgetter("key"),
-    progress: bool = True,
+    progress: bool | ProgressBar = True,
     poll_s: float = 2.0,
 ) -> ChunkRunReport:
     """Process ``items`` on Slurm with ``fn`` in chunks of one job array; hand each result to
@@ -274,7 +205,8 @@ def run_chunks(
     still get a result that says so (an exception fails, and retries, the chunk's remaining items).
     ``folder``: on a file system the compute nodes share; reuse it to resume. ``on_result``: called in
     this process, once per key per call, also for results found from earlier runs (make it idempotent).
-    ``poll_s``: seconds between looks at the result folder and the queue.
+    ``poll_s``: seconds between looks at the result folder and the queue. ``progress``: a bar of its
+    own (True), none (False), or the caller's ``ProgressBar`` (its status line shows the chunks).
 
     An exception from ``on_result`` (or Ctrl-C) ends the call at once; the jobs keep running in
     Slurm and a later call with the same ``folder`` adopts them. Each resubmission round is its own
@@ -319,7 +251,10 @@ def run_chunks(
         cut = [tuple(todo[i:i + options.chunk_size]) for i in range(0, len(todo), options.chunk_size)]
         chunks += _submit(executor, task, folder, by_key, cut, attempt=1)
         failed: dict[str, str] = {}
-        with _Progress(progress, total=len(keys), done=len(handed)) as bar:
+        own_bar = not isinstance(progress, ProgressBar)
+        bar = ProgressBar(bool(progress), label="slurm", total=len(keys), done=len(handed)) \
+            if own_bar else progress
+        with bar if own_bar else contextlib.nullcontext(bar):
             while True:
                 active = [c for c in chunks if c.status in ("pending", "running")]
                 states = _job_states([c.job_id for c in active]) if active else {}
@@ -345,7 +280,7 @@ def run_chunks(
                 for attempt in sorted({a for a, _ in retry}):
                     chunks += _submit(executor, task, folder, by_key,
                                       [m for a, m in retry if a == attempt], attempt=attempt)
-                bar.update(chunks, items_done=len(handed))
+                bar.update(completed=len(handed) if own_bar else None, status=_chunk_status(chunks))
                 if not any(c.status in ("pending", "running") for c in chunks):
                     break
                 time.sleep(poll_s)
@@ -511,47 +446,10 @@ def _folder_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-@dataclass
-class _Progress:
-    """A rich progress bar: items done of all, ETA, and the chunks by status (or nothing)."""
-
-    enabled: bool
-    total: int
-    done: int
-    _bar: Any = field(default=None, init=False)
-    _task: Any = field(default=None, init=False)
-
-    def __enter__(self) -> _Progress:
-        if self.enabled and self.total:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(TextColumn("slurm"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("items"), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), TextColumn("{task.description}"),
-                                 console=Console(stderr=True))
-            self._bar.start()
-            self._task = self._bar.add_task("", total=self.total, completed=self.done)
-        return self
-
-    def update(self, chunks: list[_Chunk], *, items_done: int) -> None:
-        if self._bar is None:
-            return
-        count = {s: sum(c.status == s for c in chunks) for s in ("pending", "running", "done", "failed")}
-        self._bar.update(self._task, completed=items_done, description=(
-            f"chunks: {count['pending']} pending, {count['running']} running, "
-            f"{count['done']} done, {count['failed']} failed"))
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+def _chunk_status(chunks: list[_Chunk]) -> str:
+    count = {s: sum(c.status == s for c in chunks) for s in ("pending", "running", "done", "failed")}
+    return (f"chunks: {count['pending']} pending, {count['running']} running, {count['done']} done, "
+            f"{count['failed']} failed")
 
 
 def doctor_slurm(options: SlurmOptions, *, folder: Path | str | None = None,

@@ -1,4 +1,4 @@
-"""Warm workers, parent side: fork one child per notebook from a template that has imported torch.
+"""Warm workers, parent side (trusted): fork one checker per notebook from a template that has imported torch.
 
 The template is multiprocessing's *forkserver*: a separate process, started once per grading run, that
 imports the heavy libraries (``warm.py``: torch, numpy, einops, jaxtyping, beartype, IPython, and the
@@ -24,9 +24,11 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 from unittest import mock
 
-from autograder.grading.execute import ExecutionJob, run_notebook
+from autograder.grading.execute.checker import Event, ExecutionJob, run_notebook
+from autograder.grading.execute.limits import ExecutionLimits
+from autograder.grading.model import NotebookOutcome
 
-PRELOAD = ["autograder.grading.warm", "autograder.grading.execute"]
+PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
 KILL_GRACE_S = 5.0  # after the per-cell limit, how long the in-child alarm gets before a SIGKILL
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -42,7 +44,7 @@ def _context() -> multiprocessing.context.BaseContext:
 def _without_main(get_preparation_data):
     """multiprocessing re-imports the parent's ``__main__`` in every forkserver child (pytest, a user
     script, ...): wasted time per notebook, and harmful for unguarded scripts. The child only needs
-    ``autograder.grading.execute``, so drop that step from the preparation data."""
+    ``autograder.grading.execute.checker``, so drop that step from the preparation data."""
 
     def prepare(name):
         data = get_preparation_data(name)
@@ -117,7 +119,8 @@ class RunningNotebook:
 
     key: Any
     job: ExecutionJob
-    rss_limit_bytes: int | None
+    limits: ExecutionLimits
+    workdir: str
     sockets: tuple[Any, Any] | None = None  # the checker's ends of the sandbox's data and kill sockets
     process: multiprocessing.process.BaseProcess | None = None
     conn: Connection | None = None
@@ -134,7 +137,8 @@ class RunningNotebook:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=False)
         data, kill = self.sockets
-        self.process = ctx.Process(target=run_notebook, args=(self.job, child_end, data, kill),
+        self.process = ctx.Process(target=run_notebook,
+                                   args=(self.job, self.limits, self.workdir, child_end, data, kill),
                                    daemon=True)
         self.started = time.monotonic()
         _start(self.process)
@@ -163,16 +167,16 @@ class RunningNotebook:
             except (EOFError, OSError):  # the child is gone and its pipe is empty
                 return
             kind = message[0]
-            if kind == "start":
+            if kind == Event.START:
                 self.running_cell, self.cell_started = message[1], time.monotonic()
-            elif kind == "cell":
+            elif kind == Event.CELL:
                 _, index, outputs, count = message
                 self.outputs[index] = (outputs, count)
                 self.running_cell = None
-            elif kind == "died":  # the student's process is gone; the checker stops here
+            elif kind == Event.DIED:  # the student's process is gone; the checker stops here
                 _, index, ename, reason = message
                 self.running_cell, self.failed_ename, self.reason = index, ename, reason
-            elif kind == "done":
+            elif kind == Event.DONE:
                 self.done = True
 
     def pump(self) -> None:
@@ -199,12 +203,13 @@ class RunningNotebook:
                            f"cell ran past the {timeout:g} s time limit and did not stop when "
                            f"interrupted; the grading process was killed")
                 return
-        if self.rss_limit_bytes is not None:
+        limit = self.limits.checker_rss_bytes
+        if limit is not None:
             rss = resident_bytes(self.process.pid)
-            if rss is not None and rss > self.rss_limit_bytes:
+            if rss is not None and rss > limit:
                 self._kill("MemoryLimitExceeded",
                            f"memory use {rss / 2**30:.2f} GiB passed the limit of "
-                           f"{self.rss_limit_bytes / 2**30:.2f} GiB; the grading process was killed")
+                           f"{limit / 2**30:.2f} GiB; the grading process was killed")
 
     def _kill(self, ename: str, reason: str) -> None:
         self.failed_ename, self.reason = ename, reason
@@ -214,6 +219,12 @@ class RunningNotebook:
             pass
         self.process.join(timeout=5)
         self.exited = True
+
+    def outcome(self, seconds: float) -> NotebookOutcome:
+        """What this run produced, as the one result type of execution."""
+        return NotebookOutcome(outputs=dict(self.outputs), reason=self.reason,
+                               running_cell=self.running_cell, failed_ename=self.failed_ename,
+                               seconds=seconds)
 
     def close(self) -> None:
         if self.sockets is not None and self.process is None:

@@ -1,20 +1,37 @@
-"""nbgrader's own autograde steps, as configured for the course, with execution taken out.
+"""nbgrader's seam (trusted side): its own autograde steps, and the one place its gradebook is patched.
 
 ``nbgrader autograde`` runs two preprocessor lists: ``sanitize_preprocessors`` (clear outputs, restore
 locked cells and metadata from the gradebook, ...) and ``autograde_preprocessors`` (Execute, then
 output limits, SaveAutoGrades, late penalties, ...). The autograder runs the very same classes, with the
-course's config, in the same order; only ``Execute`` is replaced by the warm-worker execution. That is
+course's config, in the same order; only ``Execute`` is replaced by the sandboxed execution. That is
 why its scores equal nbgrader's by construction.
+
+nbgrader's preprocessors each open ``Gradebook(db_url)`` and commit after every cell. To reuse them
+unchanged while keeping a submission all-or-nothing (a SIGKILL can never leave half its grades),
+``borrowed_gradebook`` hands them the run's open gradebook instead, and ``one_transaction`` turns their
+commits into flushes and commits once at the end (or rolls everything back). These two patches, tested
+against the pinned nbgrader, are the only ones.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from unittest import mock
 
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbformat import NotebookNode
+from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
+from nbgrader.preprocessors import (
+    getgrades,
+    latesubmissions,
+    overwritecells,
+    overwritekernelspec,
+    saveautogrades,
+)
 from traitlets.config import Config
 
 from autograder.course import Course
@@ -65,3 +82,51 @@ def nbgrader_resources(course: Course, *, student: str, assignment: str, noteboo
         "nbgrader": {"student": student, "assignment": assignment, "notebook": notebook,
                      "db_url": course.db_url},
     }
+
+
+# nbgrader modules whose preprocessors construct their own Gradebook
+_MODULES = (overwritecells, overwritekernelspec, saveautogrades, latesubmissions, getgrades)
+
+
+class _BorrowedGradebook:
+    """A gradebook lent to nbgrader code: leaving its ``with`` block does not close it."""
+
+    def __init__(self, gradebook: Gradebook) -> None:
+        self._gradebook = gradebook
+
+    def __getattr__(self, name: str):
+        return getattr(self._gradebook, name)
+
+    def __enter__(self) -> _BorrowedGradebook:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@contextmanager
+def borrowed_gradebook(gradebook: Gradebook) -> Iterator[None]:
+    """While active, nbgrader preprocessors use ``gradebook`` instead of opening their own."""
+    lent = _BorrowedGradebook(gradebook)
+    with ExitStack() as stack:
+        for module in _MODULES:
+            stack.enter_context(mock.patch.object(module, "Gradebook", lambda *a, **k: lent))
+        yield
+
+
+@contextmanager
+def one_transaction(gradebook: Gradebook) -> Iterator[None]:
+    """Run the block as a single transaction: inner commits only flush; commit at the end, or roll
+    back if the block raises."""
+    session = gradebook.db
+    session.commit()  # start from a clean transaction
+    try:
+        with mock.patch.object(session, "commit", session.flush):
+            yield
+    except BaseException:
+        session.rollback()
+        raise
+    session.commit()

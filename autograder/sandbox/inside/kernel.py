@@ -2,7 +2,7 @@
 checker's requests with plain values.
 
 Started once per grading worker as ``python -I kernel.py <control-fd>`` (inside bubblewrap; see
-``autograder/grading/sandbox.py``), it is a *template*: it imports torch and friends once, makes itself
+``autograder/sandbox/host.py``), it is a *template*: it imports torch and friends once, makes itself
 non-dumpable (no ptrace, no /proc/<pid>/mem from its children), then for every notebook
 
 1. receives a job on the control socket: limits, environment, the notebook's companion files, and two
@@ -34,10 +34,14 @@ import time
 import traceback
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, KERNEL_DIR)
 
+import drivers  # noqa: E402  - loaded from this read-only folder, never from a job's folder
+import protocol  # noqa: E402
 import shell  # noqa: E402
 import wire  # noqa: E402
+from protocol import Kind, Op  # noqa: E402
 
 WORK = "/sandbox-work"  # the sandbox's private writable folder (a tmpfs); see main() without one
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
@@ -68,7 +72,7 @@ def template(control: socket.socket) -> None:
     info = _warm_imports()
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    wire.send(control, {"kind": "ready", "pid": os.getpid(), **info})
+    wire.send(control, {"kind": Kind.READY, "pid": os.getpid(), **info})
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
@@ -82,12 +86,12 @@ def template(control: socket.socket) -> None:
         status = _run_job(job, header, blobs, data, kill)
         _clean_up(status.pop("pid"))
         try:
-            wire.send(data, {"kind": "exited", "status": status})
+            wire.send(data, {"kind": Kind.EXITED, "status": status})
         except wire.WireError:
             pass
         data.close()
         kill.close()
-        wire.send(control, {"kind": "done", "job": job.get("id"), "status": status})
+        wire.send(control, {"kind": Kind.DONE, "job": job.get("id"), "status": status})
 
 
 def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
@@ -108,11 +112,11 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
         finally:
             os._exit(70)
     started = time.monotonic()
-    status = {"how": "exited", "code": None}
-    rss_limit = job.get("rss_limit")
+    status = {"how": protocol.ExitHow.EXITED, "code": None}
+    rss_limit = job.get("student_rss_bytes")
     # second line behind the pids cgroup (a grader without one, as root, where RLIMIT_NPROC does
     # not bind): the template counts the tasks in the sandbox and stops the notebook past the limit
-    task_limit = (job.get("limits", {}).get("nproc") or 0) + 64 if SANDBOXED else None
+    task_limit = (job.get("rlimits", {}).get("nproc") or 0) + 64 if SANDBOXED else None
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -122,26 +126,26 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
         if pidfd in events:
             break
         if kill.fileno() in events:  # the checker asked (or died): stop the child now
-            status = {"how": "killed", "why": "stopped by the checker"}
+            status = {"how": protocol.ExitHow.KILLED, "why": "stopped by the checker"}
             os.kill(pid, signal.SIGKILL)
             break
         if rss_limit or task_limit:
             used, tasks = _sandbox_usage(pid)
             if rss_limit and used > rss_limit:
-                status = {"how": "memory", "rss": used, "limit": rss_limit}
+                status = {"how": protocol.ExitHow.MEMORY, "rss": used, "limit": rss_limit}
             elif task_limit and tasks > task_limit:
-                status = {"how": "processes", "count": tasks, "limit": task_limit}
+                status = {"how": protocol.ExitHow.PROCESSES, "count": tasks, "limit": task_limit}
             else:
                 continue
             os.kill(pid, signal.SIGKILL)
             break
     _, wait_status = os.waitpid(pid, 0)
     os.close(pidfd)
-    if status["how"] == "exited":
+    if status["how"] == protocol.ExitHow.EXITED:
         if os.WIFSIGNALED(wait_status):
-            status = {"how": "signal", "signal": os.WTERMSIG(wait_status)}
+            status = {"how": protocol.ExitHow.SIGNAL, "signal": os.WTERMSIG(wait_status)}
         else:
-            status = {"how": "exited", "code": os.WEXITSTATUS(wait_status)}
+            status = {"how": protocol.ExitHow.EXITED, "code": os.WEXITSTATUS(wait_status)}
     status["seconds"] = round(time.monotonic() - started, 3)
     status["pid"] = pid
     return status
@@ -206,8 +210,7 @@ def _child(job: dict, workdir: str, data: socket.socket) -> None:
     os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
     os.chdir(workdir)
     sys.path.insert(0, workdir)  # as a kernel started in the notebook's folder
-    limits = job.get("limits", {})
-    for name, value in limits.items():
+    for name, value in job.get("rlimits", {}).items():
         which = getattr(resource, f"RLIMIT_{name.upper()}", None)
         if which is not None and value is not None:
             resource.setrlimit(which, (int(value), int(value)))
@@ -248,7 +251,7 @@ class Kernel:
                 header, blobs = wire.recv(self.sock)
             except wire.ChannelClosed:
                 return
-            if header.get("kind") == "request":
+            if header.get("kind") == Kind.REQUEST:
                 self._answer(header, blobs)
 
     def _answer(self, header: dict, blobs: list[bytes]) -> None:
@@ -258,7 +261,7 @@ class Kernel:
             self.recorder.clear()
             self.shell_timeout = header.get("timeout")
             shell.CellClock.start(self.shell_timeout)
-        reply: dict[str, Any] = {"kind": "reply", "id": header.get("id")}
+        reply: dict[str, Any] = {"kind": Kind.REPLY, "id": header.get("id")}
         reply_blobs: list[bytes] = []
         try:
             try:
@@ -273,7 +276,7 @@ class Kernel:
         except BaseException as error:  # noqa: BLE001 - every failure is an answer
             if outer:
                 shell.CellClock.stop()
-            reply = {"kind": "reply", "id": header.get("id"),
+            reply = {"kind": Kind.REPLY, "id": header.get("id"),
                      "error": wire.exception_record(error, _student_traceback(error))}
             reply_blobs = []
         finally:
@@ -288,15 +291,16 @@ class Kernel:
     def _dispatch(self, header: dict, blobs: list[bytes]) -> Any:
         op = header.get("op")
         decode = self._decoder(blobs).decode
-        if op == "cell":
+        if op == Op.CELL:
             return self._run_cell(str(header["source"]))
-        if op == "lookup":
+        if op == Op.LOOKUP:
             namespace = self.shell.user_ns
             return {name: namespace[name] for name in header["names"]
                     if isinstance(name, str) and name in namespace}
-        if op == "module":
-            return importlib.import_module(str(header["name"]))
-        if op == "release":
+        if op == Op.MODULE:
+            name = str(header["name"])
+            return drivers if name == "drivers" else importlib.import_module(name)
+        if op == Op.RELEASE:
             for handle in header.get("ids", []):
                 obj = self.objects.pop(handle, None)
                 self.ids.pop(id(obj), None)
@@ -305,38 +309,38 @@ class Kernel:
                 self.signatures.pop(mirror, None)
             return None
         target = self._object(header.get("target"))
-        if op == "call":
+        if op == Op.CALL:
             args = decode(header["args"])
             kwargs = decode(header["kwargs"])
             return target(*args, **{str(k): v for k, v in kwargs.items()})
-        if op == "getattr":
+        if op == Op.GETATTR:
             return getattr(target, str(header["name"]))
-        if op == "setattr":
+        if op == Op.SETATTR:
             setattr(target, str(header["name"]), decode(header["value"]))
             return None
-        if op == "delattr":
+        if op == Op.DELATTR:
             delattr(target, str(header["name"]))
             return None
-        if op == "getitem":
+        if op == Op.GETITEM:
             return target[decode(header["key"])]
-        if op == "setitem":
+        if op == Op.SETITEM:
             target[decode(header["key"])] = decode(header["value"])
             return None
-        if op == "len":
+        if op == Op.LEN:
             return int(len(target))
-        if op == "iter":
+        if op == Op.ITER:
             items = []
             for item in target:
                 items.append(item)
                 if len(items) > MAX_ITER:
                     raise ValueError(f"more than {MAX_ITER} items")
             return items
-        if op == "contains":
+        if op == Op.CONTAINS:
             return bool(decode(header["item"]) in target)
-        if op in ("repr", "str"):
-            text = repr(target) if op == "repr" else str(target)
+        if op in (Op.REPR, Op.STR):
+            text = repr(target) if op == Op.REPR else str(target)
             return str(text)[:MAX_REPR]
-        if op == "bool":
+        if op == Op.BOOL:
             return bool(target)
         raise ValueError(f"unknown request {op!r}")
 
@@ -407,50 +411,47 @@ class Kernel:
         held = self.mirrors.get(mirror)
         if held is None:
             self.mirrors[mirror] = tensor
-            self.signatures[mirror] = wire_signature(tensor)
+            self.signatures[mirror] = protocol.signature(tensor)
             return tensor
-        _assign(held, tensor)
-        self.signatures[mirror] = wire_signature(held)
+        protocol.assign(held, tensor)
+        self.signatures[mirror] = protocol.signature(held)
         return held
 
-    def _apply_sync(self, header: dict, blobs: list[bytes]) -> None:
+    def _apply_sync(self, message: dict, blobs: list[bytes]) -> None:
         decoder = self._decoder(blobs)
-        for mirror, tree in zip(header.get("sync_ids", []), header.get("sync", []), strict=False):
-            tree = dict(tree, mirror=mirror)
-            decoder.decode(tree)
+        for mirror, tree in protocol.sync_entries(message):
+            decoder.decode(dict(tree, mirror=mirror))
 
-    def _sync_out(self, encoder: wire.Encoder) -> dict:
-        ids, trees = [], []
+    def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
+        sync = protocol.empty_sync()
         for mirror, held in self.mirrors.items():
-            signature = wire_signature(held)
+            signature = protocol.signature(held)
             if signature != self.signatures.get(mirror):
                 self.signatures[mirror] = signature
-                ids.append(mirror)
-                trees.append(encoder.tensor(held))
-        return {"ids": ids, "trees": trees}
+                sync["ids"].append(mirror)
+                sync["trees"].append(encoder.tensor(held))
+        return sync
 
     # ---- calls back into the checker (a checker function the student's code calls)
 
     def request(self, op: str, **fields: Any) -> Any:
         request_id, self.next_request = self.next_request, self.next_request + 1
         encoder = self._encoder()
-        header = {"kind": "request", "id": request_id, "op": op}
+        header = {"kind": Kind.REQUEST, "id": request_id, "op": op}
         for key, value in fields.items():
-            header[key] = value if key in ("target", "name") else encoder.encode(value)
-        sync = self._sync_out(encoder)
-        header["sync_ids"], header["sync"] = sync["ids"], sync["trees"]
+            header[key] = value if key in protocol.RAW_FIELDS else encoder.encode(value)
+        header["sync"] = self._sync_out(encoder)
         wire.send(self.sock, header, encoder.blobs)
         while True:
             reply, blobs = wire.recv(self.sock)
-            if reply.get("kind") == "request":  # the checker calls us back while it works
+            if reply.get("kind") == Kind.REQUEST:  # the checker calls us back while it works
                 self._answer(reply, blobs)
                 continue
-            if reply.get("kind") == "exited":
+            if reply.get("kind") == Kind.EXITED:
                 raise SystemExit(0)
             if reply.get("id") != request_id:
                 continue
-            self._apply_sync({"sync_ids": reply.get("sync", {}).get("ids", []),
-                              "sync": reply.get("sync", {}).get("trees", [])}, blobs)
+            self._apply_sync(reply, blobs)
             if "error" in reply:
                 error = reply["error"]
                 raise CheckerError(f"{error.get('type')}: {error.get('message')}")
@@ -473,46 +474,24 @@ class CheckerObject:
         object.__setattr__(self, "_callable", is_callable)
 
     def __call__(self, *args, **kwargs):
-        return self._kernel.request("local_call", target=self._id, args=args, kwargs=kwargs)
+        return self._kernel.request(Op.LOCAL_CALL, target=self._id, args=args, kwargs=kwargs)
 
     def __getitem__(self, key):
-        return self._kernel.request("local_getitem", target=self._id, key=key)
+        return self._kernel.request(Op.LOCAL_GETITEM, target=self._id, key=key)
 
     def __len__(self):
-        return self._kernel.request("local_len", target=self._id)
+        return self._kernel.request(Op.LOCAL_LEN, target=self._id)
 
     def __iter__(self):
-        return iter(self._kernel.request("local_iter", target=self._id))
+        return iter(self._kernel.request(Op.LOCAL_ITER, target=self._id))
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return self._kernel.request("local_getattr", target=self._id, name=name)
+        return self._kernel.request(Op.LOCAL_GETATTR, target=self._id, name=name)
 
     def __repr__(self):
         return f"<grader object {self._id}>"
-
-
-def wire_signature(t: Any) -> tuple:
-    """What changes when a tensor (or its gradient) is modified, replaced or resized."""
-    grad = t.grad if t.is_leaf else None
-    return (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device,
-            id(grad), grad._version if grad is not None else None)
-
-
-def _assign(held: Any, new: Any) -> None:
-    """Make ``held`` (a tensor both sides know) take the value, layout and gradient of ``new``."""
-    import torch
-
-    with torch.no_grad():
-        if held.shape == new.shape and held.dtype == new.dtype and held.device == new.device:
-            held.copy_(new)
-        else:
-            held.data = new.detach()
-    if held.is_leaf and held.requires_grad:
-        held.grad = new.grad
-    elif held.is_leaf and new.requires_grad and not held.requires_grad:
-        held.requires_grad_(True)
 
 
 def _student_traceback(error: BaseException) -> list[str]:

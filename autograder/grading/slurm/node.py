@@ -1,16 +1,14 @@
-"""An array task of ``grade --executor slurm``: execute a chunk of submissions on this node.
+"""An array task of ``grade --executor slurm`` (trusted side, on a compute node): execute a chunk.
 
-``grade_chunk`` is what ``autograder.grading.cluster`` hands to ``run_chunks``: submitit unpickles it
+``grade_chunk`` is what ``executor.SlurmExecutor`` hands to ``run_chunks``: submitit unpickles it
 and its ``SubmissionWork`` items on a compute node and calls it there. It executes the notebooks
-exactly as local grading does (``runner``: the warm template, a pool of bubblewrap sandboxes, one
-checker child per notebook, limits measured on this node) and writes one JSON result per submission
-to the shared results folder with ``write_result``:
+exactly as local grading does (``execute/runner.py``: the warm template, a pool of bubblewrap
+sandboxes, one checker child per notebook, limits measured on this node) and writes one JSON result
+per submission to the shared results folder with ``write_result``:
 
     {"key": ..., "host": ..., "task": "<array job>_<task>", "device": "cpu",
      "started": <epoch>, "ready": <epoch: first sandbox ready>,
-     "notebooks": {"<name>": {"outputs": {"<cell index>": [[<nbformat output dict>, ...], <count>]},
-                              "reason": null, "running_cell": null, "failed_ename": "KernelDied",
-                              "seconds": 0.41}}}
+     "notebooks": {"<name>": <NotebookOutcome.to_json()>}}
     {"key": ..., "error": "<why nothing ran>"}            (a node that cannot grade the chunk)
 
 It imports neither nbformat nor nbgrader: checking, scoring and recording stay in the instructor's
@@ -19,7 +17,6 @@ process, the only gradebook writer.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -34,23 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.errors import GradingError
-from autograder.grading import workers
-from autograder.grading.execute import ExecutionJob
-from autograder.grading.runner import (
-    NotebookRunner,
-    execution_limits,
-    sandboxes,
-    wait_for_a_sandbox,
-)
-from autograder.grading.sandbox import SandboxProcess
-from autograder.slurm import write_result
+from autograder.grading.execute import workers
+from autograder.grading.execute.checker import ExecutionJob
+from autograder.grading.execute.limits import execution_limits
+from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
+from autograder.grading.slurm.chunks import write_result
+from autograder.sandbox.host import SandboxProcess
 
 SETTLE_S = 1.0  # a run that ended abnormally is written this much later (see grade_chunk)
 
 
 @dataclass(frozen=True)
 class NotebookWork:
-    """One notebook to execute: its name and job (the node fills in workdir and limits)."""
+    """One notebook to execute: its name and job (where it runs and its limits are the node's)."""
 
     name: str
     job: ExecutionJob
@@ -103,23 +96,19 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
             return
         limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
-                                  device_used=first.device, workers_count=len(pool),
-                                  cpus=_task_cpus())
+                                  device_used=first.device, workers=len(pool), cpus=_task_cpus())
         wait_for_a_sandbox(pool)
         _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
         node = {"key": "", "host": host, "task": task, "device": first.device,
                 "started": started, "ready": time.time()}
-        queue: deque[tuple[SubmissionWork, NotebookWork, ExecutionJob]] = deque()
+        queue: deque[tuple[SubmissionWork, NotebookWork, str]] = deque()
         for number, work in enumerate(chunk):
             workdir = Path(scratch) / str(number)
             _write_files(workdir, work.files)
-            for notebook in work.notebooks:
-                queue.append((work, notebook, dataclasses.replace(
-                    notebook.job, workdir=str(workdir), address_space_bytes=limits.address_space,
-                    threads=limits.threads, sandbox_rss_bytes=limits.sandbox_rss)))
+            queue.extend((work, notebook, str(workdir)) for notebook in work.notebooks)
         ran: dict[str, dict[str, dict]] = {work.key: {} for work in chunk}
         due: dict[str, float] = {}  # complete submissions -> when their result may be written
-        runner = NotebookRunner(pool, rss_limit_bytes=limits.rss_limit)
+        runner = NotebookRunner(pool, limits=limits)
         try:
             while queue or runner.running or due:
                 if stopping.signal:
@@ -127,16 +116,13 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                                        "results written before are kept")
                 free = runner.free_sandboxes()
                 while queue and free:
-                    work, notebook, job = queue.popleft()
-                    runner.start(free.pop(), (work, notebook.name), key=(work.key, notebook.name),
-                                 job=job, files=lambda files=work.files: list(files))
+                    work, notebook, workdir = queue.popleft()
+                    runner.start(free.pop(), (work, notebook.name), job=notebook.job,
+                                 workdir=workdir, files=lambda files=work.files: list(files))
                 runner.wait(timeout=0.2)
-                for (work, name), run, seconds in runner.finished():
-                    ran[work.key][name] = {"outputs": {str(i): list(o) for i, o in run.outputs.items()},
-                                           "reason": run.reason, "running_cell": run.running_cell,
-                                           "failed_ename": run.failed_ename,
-                                           "seconds": round(seconds, 3)}
-                    later = time.monotonic() + (SETTLE_S if run.reason is not None else 0.0)
+                for (work, name), outcome in runner.finished():
+                    ran[work.key][name] = outcome.to_json()
+                    later = time.monotonic() + (SETTLE_S if outcome.reason is not None else 0.0)
                     due[work.key] = max(due.get(work.key, 0.0), later)
                 for work in chunk:
                     key = work.key

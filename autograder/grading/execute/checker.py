@@ -1,21 +1,21 @@
-"""The execute step, checker side: one notebook, student cells in the sandbox, grade cells here.
+"""The checker (trusted side): one notebook, student cells in the sandbox, grade cells here.
 
 This module runs in a child forked from the warm template process (see ``workers.py``); the child is the
 *checker*, and it never runs student code. For each code cell in order:
 
 - a **student** cell (a solution cell, or any cell the student added) is sent to the sandboxed student
-  process (``autograder/sandbox/kernel.py``) and its outputs come back as data;
+  process (``autograder/sandbox/inside/kernel.py``) and its outputs come back as data;
 - a **trusted** cell (locked, not graded: the instructor's imports and helpers, restored from the
   gradebook by nbgrader's sanitize step) runs in the sandbox; its top-level imports also run here, so
   grade cells use the checker's own ``torch``, ``np``, ``TypeCheckError``, which the student cannot
   touch. What else it defines (a helper that drives the student's code) is fetched like a student name;
 - a **grade** cell (visible tests and hidden-test region) runs here, in an IPython shell, after the
   names it reads from the student's namespace are fetched: plain data by value, everything else as a
-  handle (``remote.py``). Its verdict — an error output or none — is decided here.
+  handle (``autograder/sandbox/channel.py``). Its verdict — an error output or none — is decided here.
 
-Outputs go to the parent one cell at a time, as before the sandbox existed: ``("start", index)``,
-``("cell", index, outputs, execution_count)``, ``("died", index or None, ename, reason)`` when the student
-process is gone (the remaining cells are then not run), and ``("done", info)``.
+Progress goes to the parent one cell at a time as ``Event`` s: ``start`` (a cell began), ``cell`` (its
+outputs and execution count), ``died`` (the student's process is gone; the remaining cells are not run)
+and ``done``.
 """
 
 from __future__ import annotations
@@ -31,43 +31,42 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from multiprocessing.connection import Connection
 
-from autograder.grading import remote
-from autograder.sandbox import shell as cells
+from autograder.grading.execute.limits import ExecutionLimits
+from autograder.grading.model import GRADE, STUDENT, TRUSTED  # noqa: F401 - STUDENT re-exported
+from autograder.sandbox import channel as remote
+from autograder.sandbox.inside import shell as cells
 
 SKIP_TAG = cells.SKIP_TAG
-STUDENT, TRUSTED, GRADE = "student", "trusted", "grade"
 
 
 @dataclass(frozen=True)
 class ExecutionJob:
-    """What the checker needs to execute one notebook (picklable, small)."""
+    """What the checker needs to execute one notebook, whatever machine runs it (picklable, small):
+    where it runs (``workdir``) and its limits (``ExecutionLimits``) are that machine's own."""
 
     cells: list[tuple[int, str, list[str], str]]  # (index, source, tags, kind) of every code cell
-    workdir: str
     timeout: float | None  # seconds per cell (None: no limit)
-    address_space_bytes: int | None  # RLIMIT_AS of the student process (None: no limit)
-    threads: int
     env: dict[str, str] = field(default_factory=dict)  # the checker's environment additions
     sandbox_env: dict[str, str] = field(default_factory=dict)  # the student process's
-    sandbox_rss_bytes: int | None = None  # resident-memory limit of the student process
-    file_size_bytes: int = 256 * 2**20
-    processes: int = 512  # processes and threads of the student process (RLIMIT_NPROC)
-
-    def sandbox_job(self) -> dict:
-        """The part of the job the sandbox template applies to the student process."""
-        cpu = None if not self.timeout else int(self.timeout * max(len(self.cells), 1) * 4 + 60)
-        return {"env": self.sandbox_env, "threads": self.threads,
-                "rss_limit": self.sandbox_rss_bytes,
-                "limits": {"as": self.address_space_bytes, "fsize": self.file_size_bytes,
-                           "nproc": self.processes, "cpu": cpu, "core": 0}}
 
 
-def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
-                 kill: socket.socket) -> None:
-    """Checker entry point: execute ``job.cells`` in order, streaming results to ``conn``."""
-    _apply_limits(job)
+class Event(StrEnum):
+    """What the checker tells the parent (``(event, *fields)`` over a pipe)."""
+
+    START = "start"  # (index)
+    CELL = "cell"  # (index, outputs, execution count)
+    DIED = "died"  # (index or None, ename, reason)
+    DONE = "done"  # (info)
+
+
+def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, conn: Connection,
+                 data: socket.socket, kill: socket.socket) -> None:
+    """Checker entry point: execute ``job.cells`` in order in ``workdir``, streaming ``Event`` s to
+    ``conn``."""
+    _apply_limits(job, limits, workdir)
     recorder = cells.Recorder()
     sys.stdout = cells.CellStream(recorder, "stdout")
     sys.stderr = cells.CellStream(recorder, "stderr")
@@ -77,7 +76,7 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
     # cell passes to the student's code travels with the file's bytes (the sandbox has its own /tmp)
     tempfile.tempdir = tempfile.mkdtemp(prefix="autograder-checker-", dir="/tmp")
     os.environ["TMPDIR"] = tempfile.tempdir
-    sandbox = remote.Sandbox(data, kill, memmap_dir=tempfile.tempdir)
+    sandbox = remote.SandboxChannel(data, kill, memmap_dir=tempfile.tempdir)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
     remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
@@ -85,7 +84,7 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
     for index, source, tags, kind in job.cells:
         if not source.strip() or SKIP_TAG in tags:
             continue
-        conn.send(("start", index))
+        conn.send((Event.START, index))
         recorder.clear()
         try:
             if kind == GRADE:
@@ -97,15 +96,15 @@ def run_notebook(job: ExecutionJob, conn: Connection, data: socket.socket,
                     _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
                     names.mark_own()
         except remote.SandboxDied as died:
-            conn.send(("died", index, died.ename, died.reason))
+            conn.send((Event.DIED, index, died.ename, died.reason))
             break
-        conn.send(("cell", index, outputs, count))
+        conn.send((Event.CELL, index, outputs, count))
         if sandbox.dead is not None:
-            conn.send(("died", None, sandbox.dead.ename, sandbox.dead.reason))
+            conn.send((Event.DIED, None, sandbox.dead.ename, sandbox.dead.reason))
             break
     sandbox.kill("the notebook is finished")
     shutil.rmtree(tempfile.tempdir, ignore_errors=True)
-    conn.send(("done", {"pid": os.getpid()}))
+    conn.send((Event.DONE, {"pid": os.getpid()}))
     conn.close()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown (atexit of the template's libraries)
@@ -134,7 +133,7 @@ class _Names:
         return sorted(read - self.own - set(dir(builtins)))
 
 
-def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.Sandbox,
+def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.SandboxChannel,
                     names: _Names, source: str, timeout: float | None) -> None:
     sandbox.deadline = None if not timeout else time.monotonic() + timeout
     cells.CellClock.start(timeout + remote.GRACE_S + 1 if timeout else None)
@@ -200,12 +199,12 @@ def _merge(recorder: cells.Recorder, outputs: list[dict]) -> None:
             recorder.outputs.append(output)
 
 
-def _apply_limits(job: ExecutionJob) -> None:
+def _apply_limits(job: ExecutionJob, limits: ExecutionLimits, workdir: str) -> None:
     try:  # die with the template (which dies with the grading process): no orphans after SIGKILL
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - non-Linux
         pass
     os.environ.update(job.env)
-    os.chdir(job.workdir)
+    os.chdir(workdir)
     if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(max(1, job.threads))
+        sys.modules["torch"].set_num_threads(max(1, limits.threads))

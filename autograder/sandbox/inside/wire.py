@@ -1,7 +1,7 @@
 """The values-only channel between the trusted checker and the sandboxed student process.
 
-Both sides import this file: the checker as ``autograder.sandbox.wire``, the sandbox as a top-level
-module (only this folder is visible inside it). It needs the standard library, and torch / numpy when
+Both sides import this file: the checker as ``autograder.sandbox.inside.wire``, the sandbox as a
+top-level module (only this folder is visible inside it). It needs the standard library, and torch / numpy when
 tensors or arrays cross.
 
 A message is a JSON header plus raw byte blobs (the safetensors idea: metadata as JSON, data as bytes;

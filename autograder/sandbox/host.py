@@ -1,13 +1,13 @@
-"""Sandboxes for student code: the bubblewrap policy, and the warm sandboxed processes that run it.
+"""The host side of the sandbox (trusted): the bubblewrap policy, process limits, the warm sandboxes.
 
-One ``SandboxProcess`` per grading worker: ``bwrap`` around ``autograder/sandbox/kernel.py``, a template
+One ``SandboxProcess`` per grading worker: ``bwrap`` around ``inside/kernel.py``, a template
 that imports torch once and forks one child per notebook (see that file). The policy is one function,
 ``bwrap_command``, readable as a list:
 
 - every namespace unshared (user, PID, network, IPC, UTS, cgroup): no network at all — a connection
   to 127.0.0.1 reaches the sandbox's own empty loopback — and no view of or signal to the grader;
-- read-only: the Python installation, the virtual environment, system libraries, and the folder that
-  holds ``kernel.py``; writable: a size-capped ``/work`` and ``/tmp``; nothing else — no course
+- read-only: the Python installation, the virtual environment, system libraries, and ``inside/``
+  (the only part of this package the sandbox sees); writable: a size-capped ``/work`` and ``/tmp``; nothing else — no course
   folder, no ``solutions/``, no ``autograder/hidden/``, no gradebook, no other submission, no home;
 - ``--die-with-parent``, ``--new-session``, all capabilities dropped;
 - on a GPU runner, the NVIDIA device nodes (and ``/sys`` read-only, which the driver reads).
@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.errors import GradingError
-from autograder.sandbox import wire
+from autograder.sandbox.inside import protocol, wire
+from autograder.sandbox.inside.protocol import Kind
 
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "sandbox"
+KERNEL_DIR = Path(__file__).resolve().parent / "inside"  # all that bubblewrap mounts of this package
 INSIDE_KERNEL_DIR = "/opt/autograder-sandbox"
 WORK_MB, TMP_MB = 512, 512
 START_TIMEOUT_S = 120.0
@@ -244,9 +245,9 @@ class SandboxProcess:
             except wire.WireError:
                 self._mark_dead()
                 break
-            if header.get("kind") == "ready":
+            if header.get("kind") == Kind.READY:
                 self.info, self.state = header, "ready"
-            elif header.get("kind") == "done":
+            elif header.get("kind") == Kind.DONE:
                 self.state = "ready"
         if self.state == "starting" and time.monotonic() - self.started > START_TIMEOUT_S:
             self._mark_dead()
@@ -273,14 +274,16 @@ class SandboxProcess:
         self.state = "dead"
         self.close(keep_log=True)
 
-    def start_job(self, job: dict, files: list[tuple[str, bytes]]) -> tuple[socket.socket, socket.socket]:
-        """Hand one notebook to the template; return the checker's ends of the data and kill sockets."""
+    def start_job(self, job: protocol.Job,
+                  files: list[tuple[str, bytes]]) -> tuple[socket.socket, socket.socket]:
+        """Hand one notebook to the template (``job["id"]`` is set here); return the checker's ends of
+        the data and kill sockets."""
         data_ours, data_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         kill_ours, kill_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.jobs += 1
         job = dict(job, id=self.jobs)
         if self.processes is not None:
-            self.processes.allow(int(job.get("limits", {}).get("nproc") or SANDBOX_PROCESSES))
+            self.processes.allow(int(job.get("rlimits", {}).get("nproc") or SANDBOX_PROCESSES))
         try:
             socket.send_fds(self.control, [json.dumps(job).encode()],
                             [data_theirs.fileno(), kill_theirs.fileno()])
@@ -324,16 +327,3 @@ def _template_env() -> dict[str, str]:
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
     return env
-
-
-def companion_files(folder: Path, *, limit_bytes: int = 64 * 2**20) -> list[tuple[str, bytes]]:
-    """The notebook's companion files (everything in its staged folder but notebooks), size-capped."""
-    files, total = [], 0
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and not path.is_symlink() and path.suffix != ".ipynb":
-            size = path.stat().st_size
-            if total + size > limit_bytes:
-                raise GradingError(f"{folder}: companion files exceed {limit_bytes // 2**20} MiB")
-            files.append((str(path.relative_to(folder)), path.read_bytes()))
-            total += size
-    return files

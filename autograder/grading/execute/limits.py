@@ -1,0 +1,64 @@
+"""The limits of one notebook's run on this machine (trusted side), derived from ``memory_limit_gb``.
+
+``memory_limit_gb`` (``GradeOptions``, ``--memory-limit``) is the memory one notebook may use beyond
+what a fresh child of the warm template uses here. On the machine that runs the notebook (this one, or
+a Slurm node) it becomes, under names that say what each applies to:
+
+- ``student_address_space_bytes``: RLIMIT_AS of the student's process (not on CUDA: the driver
+  reserves address space it never touches), baseline + limit + slack;
+- ``student_rss_bytes``: the sandbox template's watchdog on the student's resident memory;
+- ``checker_rss_bytes``: the parent's watchdog on the checker, a backstop above the limit so the
+  student's own MemoryError (a graceful 0 for that cell) comes first.
+
+``job_message`` puts them into the sandbox's ``protocol.Job``; nothing renames them on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autograder.grading.execute.checker import ExecutionJob
+    from autograder.grading.execute.workers import TemplateProbe
+    from autograder.sandbox.inside.protocol import Job
+
+ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
+FILE_SIZE_BYTES = 256 * 2**20  # RLIMIT_FSIZE of the student's process
+STUDENT_PROCESSES = 512  # processes and threads of the student's process (RLIMIT_NPROC)
+
+
+@dataclass(frozen=True)
+class ExecutionLimits:
+    """Memory and thread limits of one notebook's run on this machine."""
+
+    memory_limit_gb: float | None  # as given (None or 0: no memory limit)
+    student_address_space_bytes: int | None
+    student_rss_bytes: int | None
+    checker_rss_bytes: int | None
+    threads: int  # torch threads of the checker and of the student's process
+
+
+def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, device_used: str,
+                     workers: int, cpus: int) -> ExecutionLimits:
+    """``memory_limit_gb`` on top of what a fresh child of the template uses (``probe``); ``cpus``
+    shared by ``workers`` notebooks at once."""
+    vm, rss = probe.virtual_bytes, probe.resident_bytes
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb else None
+    address_space = (vm + limit + ADDRESS_SPACE_SLACK) if limit and device_used != "cuda" else None
+    # where no address-space limit can be set (CUDA) the checker's watchdog is the limit itself
+    checker_rss = (rss + limit + (2 * ADDRESS_SPACE_SLACK if address_space else 0)) if limit else None
+    return ExecutionLimits(memory_limit_gb=memory_limit_gb,
+                           student_address_space_bytes=address_space,
+                           student_rss_bytes=(rss + limit) if limit else None,
+                           checker_rss_bytes=checker_rss, threads=max(1, cpus // max(1, workers)))
+
+
+def job_message(job: ExecutionJob, limits: ExecutionLimits) -> Job:
+    """What the sandbox template applies to the student's process for ``job`` (its id is the
+    sandbox's to set)."""
+    cpu = None if not job.timeout else int(job.timeout * max(len(job.cells), 1) * 4 + 60)
+    return {"id": 0, "env": dict(job.sandbox_env), "threads": limits.threads,
+            "student_rss_bytes": limits.student_rss_bytes,
+            "rlimits": {"as": limits.student_address_space_bytes, "fsize": FILE_SIZE_BYTES,
+                        "nproc": STUDENT_PROCESSES, "cpu": cpu, "core": 0}}

@@ -1,0 +1,85 @@
+"""The local executor (trusted side): notebooks run on this machine, a pool of warm sandboxes.
+
+Up to ``workers`` notebooks at once, one bubblewrap sandbox each, a checker child per notebook
+(``execute/runner.py``). It asks the pipeline for the next submission only when a sandbox is about to
+be free, so sanitizing and recording (the parent) overlap with execution (the children).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Iterator
+
+from autograder.grading.execute import workers
+from autograder.grading.execute.limits import execution_limits
+from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
+from autograder.grading.executor import Outcomes
+from autograder.grading.model import NotebookRun, Submission
+from autograder.grading.options import GradeOptions
+from autograder.grading.prepare import DeviceProbe, companion_files
+from autograder.grading.progress import ProgressBar
+from autograder.sandbox.host import SandboxProcess
+
+
+class LocalExecutor:
+    """``executor="local"``: this machine's CPUs (and GPU), ``options.workers`` notebooks at once."""
+
+    name = "local"
+
+    def __init__(self, options: GradeOptions) -> None:
+        self.options = options
+        self.workers = max(1, options.workers or os.cpu_count() or 1)
+        self._probe: workers.TemplateProbe | None = None
+        workers.start_template()  # its imports overlap with the course checks
+
+    def probe(self) -> DeviceProbe:
+        self._probe = workers.probe_template()
+        return DeviceProbe(cuda_available=self._probe.cuda_available,
+                           torch_version=self._probe.torch_version,
+                           cuda_version=self._probe.cuda_version)
+
+    def execute(self, work: Iterator[Submission], outcomes: Outcomes, *, device_used: str,
+                progress: ProgressBar, timings: dict[str, float]) -> None:
+        started = time.monotonic()
+        if not self.options.sandbox:
+            logging.getLogger("autograder").warning(
+                "GRADING WITHOUT A SANDBOX (--no-sandbox): submissions run with this process's "
+                "rights; they can read the solutions, reach the network and change the gradebook")
+        probe = self._probe or workers.probe_template()
+        limits = execution_limits(probe, memory_limit_gb=self.options.memory_limit_gb,
+                                  device_used=device_used, workers=self.workers,
+                                  cpus=os.cpu_count() or 1)
+        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda")
+                for _ in range(self.workers)]
+        queue: deque[tuple[Submission, NotebookRun]] = deque()
+        first = next(work, None)
+        if first is None:
+            return  # nothing to execute: no sandbox is started
+        work, more = itertools.chain([first], work), True
+        with sandboxes(pool):
+            wait_for_a_sandbox(pool)
+            timings["setup"] += time.monotonic() - started
+            runner = NotebookRunner(pool, limits=limits)
+            try:
+                while more or queue or runner.running:
+                    while more and len(queue) < self.workers:  # sanitize ahead of the workers
+                        submission = next(work, None)
+                        if submission is None:
+                            more = False
+                            break
+                        queue.extend((submission, nb_run) for nb_run in submission.notebooks)
+                    free = runner.free_sandboxes()
+                    while queue and free:  # execute: a checker child per notebook, its sandbox
+                        submission, nb_run = queue.popleft()
+                        runner.start(free.pop(), (submission, nb_run.name), job=nb_run.job,
+                                     workdir=str(submission.stage),
+                                     files=lambda stage=submission.stage: companion_files(stage))
+                    runner.wait(timeout=0.2)
+                    for (submission, name), outcome in runner.finished():  # check, score, record
+                        outcomes.executed(submission, name, outcome)
+            finally:
+                runner.close()

@@ -1,0 +1,116 @@
+"""The grading engine's data: what a submission is on its way through, and what comes out.
+
+Trusted side. Plain dataclasses, no I/O: every other module of ``grading`` imports these, none of
+them imports back. ``NotebookOutcome`` is the one result type of execution — what every executor
+(local, Slurm, a service's queue) hands back for one notebook — and it travels as JSON
+(``to_json``/``from_json``) when the notebook ran on another machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from autograder.grading.execute.checker import ExecutionJob
+
+STUDENT, TRUSTED, GRADE = "student", "trusted", "grade"  # where a code cell runs (see prepare)
+
+
+@dataclass
+class NotebookOutcome:
+    """How one notebook's execution ended: the outputs of each cell that finished (code cell index ->
+    (outputs as nbformat dicts, execution count)), and, when the run did not complete, why (``reason``),
+    the cell that was running (``running_cell``) and the error name to show there."""
+
+    outputs: dict[int, tuple[list[dict], int | None]] = field(default_factory=dict)
+    reason: str | None = None
+    running_cell: int | None = None
+    failed_ename: str = "KernelDied"
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outputs": {str(i): [list(o), c] for i, (o, c) in self.outputs.items()},
+                "reason": self.reason, "running_cell": self.running_cell,
+                "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NotebookOutcome:
+        """Read back ``to_json`` (from a result file another machine wrote); a malformed one raises
+        ``ValueError`` naming what is wrong."""
+        try:
+            outputs = {int(i): ([dict(o) for o in entry[0]],
+                                None if entry[1] is None else int(entry[1]))
+                       for i, entry in dict(data["outputs"]).items()}
+            running = data.get("running_cell")
+            return cls(outputs=outputs, reason=None if data.get("reason") is None
+                       else str(data["reason"]),
+                       running_cell=None if running is None else int(running),
+                       failed_ename=str(data.get("failed_ename", "KernelDied")),
+                       seconds=float(data.get("seconds", 0.0)))
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
+
+
+@dataclass
+class NotebookRun:
+    """One notebook of a submission: its sanitized form, where each code cell runs, its job, and
+    (once executed) its outcome."""
+
+    name: str
+    nb: NotebookNode
+    kinds: dict[int, str] = field(default_factory=dict)  # code cell index -> STUDENT/TRUSTED/GRADE
+    job: ExecutionJob | None = None
+    outcome: NotebookOutcome | None = None
+
+
+@dataclass
+class Submission:
+    """One student's submission of one assignment, on its way through the pipeline."""
+
+    student: str
+    assignment: str
+    submitted: Path
+    final: Path  # autograded/<student>/<assignment>/
+    stage: Path  # where it is built, next to final; moved into place when recorded
+    notebooks: list[NotebookRun] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # nbgrader's warnings about it
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.assignment, self.student)
+
+    @property
+    def executed(self) -> bool:
+        return all(nb_run.outcome is not None for nb_run in self.notebooks)
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """What grading one submission produced (also returned for skipped or failed ones)."""
+
+    student: str
+    assignment: str
+    status: str  # "graded", "skipped" (already graded, or nothing to grade), "failed" (see reasons)
+    score: float | None = None
+    max_score: float | None = None
+    seconds: float = 0.0
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GradeSummary:
+    results: tuple[SubmissionResult, ...]
+    device: str
+    seconds: float
+    # where the time went (seconds): "setup" (course, torch, template start), "sanitize" and
+    # "record" (parent, summed), "execute" (children's wall time, summed over parallel workers);
+    # on Slurm also "slurm", "chunks", "queue", "queue first", "node setup"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)

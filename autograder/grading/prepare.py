@@ -1,0 +1,278 @@
+"""Everything before execution (trusted side, the instructor's process): plan, stage, sanitize, jobs.
+
+- ``plan``: which submissions to grade and which are already graded;
+- ``sanitize``: stage one submission's files next to its ``autograded/`` home, as nbgrader lays them
+  out, and run nbgrader's sanitize preprocessors on each notebook the gradebook expects;
+- ``cell_kinds``: where each code cell runs, decided from the gradebook, never from the submission;
+- ``resolve_device``: the GPU rule; ``sandbox_env``/``checker_env``: the two processes' environments;
+- ``make_job``: a notebook's ``ExecutionJob``; ``companion_files``: what its sandbox gets besides it.
+
+Each function is the same for every executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader import utils as nbgrader_utils
+from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.course import Course
+from autograder.errors import DeviceError, GradingError
+from autograder.grading.execute.checker import ExecutionJob
+from autograder.grading.model import GRADE, STUDENT, TRUSTED, NotebookRun, Submission
+from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
+
+STAGING_PREFIX = ".grading-"
+COMPANION_LIMIT_BYTES = 64 * 2**20
+NBGRADER_LOGGER = "autograder.nbgrader"
+
+
+@dataclass(frozen=True)
+class DeviceProbe:
+    """What the machines that run the notebooks have (this one's template, or the Slurm nodes)."""
+
+    cuda_available: bool
+    torch_version: str
+    cuda_version: str | None
+
+
+def notebook_names(gb: Gradebook, assignment: str) -> list[str]:
+    """The assignment's notebooks, as the gradebook knows them."""
+    return sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
+
+
+def gpu_cells(course: Course, assignment: str) -> list[str]:
+    """Grade cells of ``assignment`` that hold GPU-only checks (grade ids ending in ``_gpu``)."""
+    with course.gradebook() as gb:
+        return sorted(cell.name for nb in gb.find_assignment(assignment).notebooks
+                      for cell in nb.grade_cells if cell.name.endswith("_gpu"))
+
+
+def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -> bool:
+    """True when the gradebook holds this submission and its autograded directory exists, and the
+    submission is not newer than what was graded (nbgrader's own rule for skipping)."""
+    final = course.step_dir("autograded", student, assignment)
+    if not final.is_dir():
+        return False
+    try:
+        gb.find_submission(assignment, student)
+    except MissingEntry:
+        return False
+    submitted = course.step_dir("submitted", student, assignment)
+    new = course.coursedir.get_existing_timestamp(str(submitted))
+    old = course.coursedir.get_existing_timestamp(str(final))
+    return not (new is not None and old is not None and new > old)
+
+
+def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Sequence[str] | None,
+         force: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Split the submissions into ``(already graded, to do)`` lists of ``(student, assignment)``:
+    already graded ones are skipped unless ``force``."""
+    skipped, todo = [], []
+    wanted_students = set(students) if students else None
+    for name in names:
+        for student in course.submitted_students(name):
+            if wanted_students is not None and student not in wanted_students:
+                continue
+            remove_stale_stages(course, student, name)
+            if not force and is_graded(gb, course, student=student, assignment=name):
+                skipped.append((student, name))
+            else:
+                todo.append((student, name))
+    return skipped, todo
+
+
+def remove_stale_stages(course: Course, student: str, assignment: str) -> None:
+    """Delete staging directories a killed run left behind (they never hold a recorded grade)."""
+    parent = course.step_dir("autograded", student, assignment).parent
+    if parent.is_dir():
+        for stale in [*parent.glob(f"{STAGING_PREFIX}{assignment}-*"),
+                      *parent.glob(f"{assignment}.old-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def resolve_device(course: Course, assignments: Sequence[str], *, device: str, allow_cpu: bool,
+                   probe: DeviceProbe) -> str:
+    """Apply the GPU rule of the README; return "cpu" or "cuda"."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"--device must be auto, cpu or cuda, got {device!r}")
+    has_cuda = probe.cuda_available
+    if device == "cuda" and not has_cuda:
+        raise DeviceError("--device cuda: this machine has no CUDA device (torch "
+                          f"{probe.torch_version}, CUDA build {probe.cuda_version})")
+    used = "cuda" if (device == "cuda" or (device == "auto" and has_cuda)) else "cpu"
+    gpu_assignments = [a for a in assignments if gpu_cells(course, a)]
+    if used == "cpu" and gpu_assignments and not allow_cpu:
+        if device == "cpu":
+            raise DeviceError(
+                f"{', '.join(gpu_assignments)} ha{'s' if len(gpu_assignments) == 1 else 've'} "
+                "GPU-only checks; grading on --device cpu needs --allow-cpu (their GPU checks then "
+                "run their CPU path), or grade on a GPU runner")
+        logging.getLogger("autograder").warning(
+            "no CUDA device: GPU-only grade cells of %s will score 0 with 'needs a GPU runner' "
+            "(pass --allow-cpu to run them on CPU)", ", ".join(gpu_assignments))
+    return used
+
+
+def sandbox_env(*, device_used: str) -> dict[str, str]:
+    """The student process's environment (the hidden checks' seed and switches stay outside)."""
+    env = {
+        "NBGRADER_EXECUTION": "autograde",  # what nbgrader's Execute sets for its kernels
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # as ipykernel does
+        "AUTOGRADER_DEVICE": device_used,
+    }
+    if device_used == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def checker_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
+    """The checker's environment: the student's, plus whether GPU checks may run on CPU."""
+    from autograder import ALLOW_CPU_ENV
+
+    env = sandbox_env(device_used=device_used)
+    env[ALLOW_CPU_ENV] = "1" if allow_cpu else "0"
+    return env
+
+
+def make_job(nb_run: NotebookRun, *, timeout: float | None, device_used: str,
+             allow_cpu: bool) -> ExecutionJob:
+    """The execution job of one sanitized notebook (the same on every machine)."""
+    cells = [(i, cell.source, list(cell.metadata.get("tags", [])), nb_run.kinds.get(i, STUDENT))
+             for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"]
+    return ExecutionJob(cells=cells, timeout=timeout,
+                        env=checker_env(device_used=device_used, allow_cpu=allow_cpu),
+                        sandbox_env=sandbox_env(device_used=device_used))
+
+
+def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[int, str]:
+    """Where each code cell runs: grade cells in the checker, the instructor's locked cells in both
+    places, everything else (solutions, cells the student added) in the sandbox only. Decided from
+    the gradebook, never from the submission's metadata; the source of every trusted or grade cell
+    is the gradebook's (nbgrader's sanitize step restored it; this makes sure)."""
+    book = gb.find_notebook(notebook, assignment)
+    grade_ids = {cell.name for cell in book.grade_cells}
+    solution_ids = {cell.name for cell in book.solution_cells}
+    sources = {cell.name: cell for cell in book.source_cells}
+    kinds: dict[int, str] = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        source = sources.get(meta.get("grade_id"))
+        kind = STUDENT
+        if source is not None and source.locked and source.name not in solution_ids:
+            kind = GRADE if meta.get("grade_id") in grade_ids else TRUSTED
+            cell.source = source.source
+        kinds[index] = kind
+    return kinds
+
+
+def stage_files(course: Course, submitted: Path, stage: Path, *, assignment: str) -> None:
+    """Lay out the staging directory as nbgrader lays out ``autograded/``: the submission's other files,
+    then the instructor's source files on top (minus ``Autograde.exclude_overwriting``)."""
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    ignore = list(course.coursedir.ignore) + ["*.ipynb"]
+    for filename in nbgrader_utils.find_all_files(str(submitted), ignore):
+        _copy(Path(filename), stage / Path(filename).relative_to(submitted))
+    source = Path(course.coursedir.format_path(course.coursedir.source_directory, ".", assignment))
+    excluded = course.config.Autograde.get("exclude_overwriting", {}).get(assignment, [])
+    for filename in nbgrader_utils.find_all_files(str(source), ignore):
+        relative = Path(filename).relative_to(source)
+        if str(relative) not in excluded:
+            _copy(Path(filename), stage / relative)
+
+
+def _copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        dest.unlink()
+    shutil.copy(src, dest)
+
+
+def companion_files(folder: Path, *, limit_bytes: int = COMPANION_LIMIT_BYTES) -> list[tuple[str, bytes]]:
+    """The notebook's companion files (everything in its staged folder but notebooks), size-capped."""
+    files, total = [], 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.suffix != ".ipynb":
+            size = path.stat().st_size
+            if total + size > limit_bytes:
+                raise GradingError(f"{folder}: companion files exceed {limit_bytes // 2**20} MiB")
+            files.append((str(path.relative_to(folder)), path.read_bytes()))
+            total += size
+    return files
+
+
+class CollectWarnings(logging.Handler):
+    """Keeps nbgrader's warnings about one submission (they go into its run record)."""
+
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record_: logging.LogRecord) -> None:
+        message = record_.getMessage()
+        if "Attribute 'checksum'" not in message:  # always fires: releases lack the hidden tests
+            self.sink.append(message)
+
+
+def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: str,
+             assignment: str, timeout: float | None, device_used: str,
+             allow_cpu: bool) -> Submission:
+    """Stage one submission's files and sanitize its notebooks with nbgrader's preprocessors; each
+    notebook gets its execution job."""
+    logger = logging.getLogger(NBGRADER_LOGGER)
+    final = course.step_dir("autograded", student, assignment)
+    submission = Submission(
+        student=student, assignment=assignment,
+        submitted=course.step_dir("submitted", student, assignment), final=final,
+        stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}")
+    stage_files(course, submission.submitted, submission.stage, assignment=assignment)
+    handler = CollectWarnings(submission.log)
+    logger.addHandler(handler)
+    try:
+        _sanitize_notebooks(course, steps, gb, submission, logger)
+        for nb_run in submission.notebooks:
+            nb_run.job = make_job(nb_run, timeout=timeout, device_used=device_used,
+                                  allow_cpu=allow_cpu)
+    except BaseException:
+        shutil.rmtree(submission.stage, ignore_errors=True)
+        raise
+    finally:
+        logger.removeHandler(handler)
+    return submission
+
+
+def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
+                        submission: Submission, logger: logging.Logger) -> None:
+    """nbgrader's sanitize preprocessors on each notebook the gradebook expects; a missing or
+    unreadable notebook is recorded as missing (nbgrader gives it 0)."""
+    student, assignment = submission.student, submission.assignment
+    with borrowed_gradebook(gb):
+        for name in notebook_names(gb, assignment):
+            path = submission.submitted / f"{name}.ipynb"
+            if not path.is_file():
+                submission.missing.append(name)
+                continue
+            try:
+                nb = nbformat.read(path, as_version=4)
+            except Exception as error:  # noqa: BLE001 - unreadable: graded as missing
+                submission.missing.append(name)
+                submission.log.append(f"{path.name}: not a readable notebook ({error}); "
+                                      "graded as missing")
+                continue
+            resources = nbgrader_resources(course, student=student, assignment=assignment,
+                                           notebook=name, workdir=str(submission.stage))
+            nb = steps.run(steps.sanitize, nb, resources, logger)
+            kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
+            submission.notebooks.append(NotebookRun(name=name, nb=nb, kinds=kinds))
