@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from autograder.grading.execute import workers
-from autograder.grading.execute.limits import execution_limits
+from autograder.grading.execute.limits import TemplateProbe, execution_limits
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookRun, Submission
@@ -33,7 +33,7 @@ class LocalExecutor:
     def __init__(self, options: GradeOptions) -> None:
         self.options = options
         self.workers = max(1, options.workers or os.cpu_count() or 1)
-        self._probe: workers.TemplateProbe | None = None
+        self._probe: TemplateProbe | None = None
         workers.start_template()  # its imports overlap with the course checks
 
     def probe(self) -> DeviceProbe:

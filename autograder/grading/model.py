@@ -15,9 +15,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from autograder.grading.execute.checker import ExecutionJob
-
 STUDENT, TRUSTED, GRADE = "student", "trusted", "grade"  # where a code cell runs (see prepare)
+
+
+@dataclass(frozen=True)
+class ExecutionJob:
+    """What the checker needs to execute one notebook, whatever machine runs it (picklable, small):
+    where it runs (a working folder) and its limits (``ExecutionLimits``) are that machine's own."""
+
+    cells: list[tuple[int, str, list[str], str]]  # (index, source, tags, kind) of every code cell
+    timeout: float | None  # seconds per cell (None: no limit)
+    env: dict[str, str] = field(default_factory=dict)  # the checker's environment additions
+    sandbox_env: dict[str, str] = field(default_factory=dict)  # the student process's
 
 
 @dataclass

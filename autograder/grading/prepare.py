@@ -26,8 +26,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.course import Course
 from autograder.errors import DeviceError, GradingError
-from autograder.grading.execute.checker import ExecutionJob
-from autograder.grading.model import GRADE, STUDENT, TRUSTED, NotebookRun, Submission
+from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob, NotebookRun, Submission
 from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
 
 STAGING_PREFIX = ".grading-"

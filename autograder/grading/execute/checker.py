@@ -30,27 +30,15 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
 
 from autograder.grading.execute.limits import ExecutionLimits
-from autograder.grading.model import GRADE, STUDENT, TRUSTED  # noqa: F401 - STUDENT re-exported
+from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
 from autograder.sandbox import channel as remote
 from autograder.sandbox.inside import shell as cells
 
 SKIP_TAG = cells.SKIP_TAG
-
-
-@dataclass(frozen=True)
-class ExecutionJob:
-    """What the checker needs to execute one notebook, whatever machine runs it (picklable, small):
-    where it runs (``workdir``) and its limits (``ExecutionLimits``) are that machine's own."""
-
-    cells: list[tuple[int, str, list[str], str]]  # (index, source, tags, kind) of every code cell
-    timeout: float | None  # seconds per cell (None: no limit)
-    env: dict[str, str] = field(default_factory=dict)  # the checker's environment additions
-    sandbox_env: dict[str, str] = field(default_factory=dict)  # the student process's
 
 
 class Event(StrEnum):

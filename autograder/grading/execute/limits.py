@@ -18,10 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autograder.grading.model import ExecutionJob
+
 if TYPE_CHECKING:
-    from autograder.grading.execute.checker import ExecutionJob
-    from autograder.grading.execute.workers import TemplateProbe
     from autograder.sandbox.inside.protocol import Job
+
+
+@dataclass(frozen=True)
+class TemplateProbe:
+    """What a fresh child of the template sees: its footprint (the baseline the per-submission memory
+    limit is added to) and the torch build, so the parent never has to import torch itself."""
+
+    virtual_bytes: int
+    resident_bytes: int
+    cuda_available: bool
+    torch_version: str
+    cuda_version: str | None
+
 
 ADDRESS_SPACE_SLACK = 1 << 30  # threads and allocator arenas reserve address space they never touch
 FILE_SIZE_BYTES = 256 * 2**20  # RLIMIT_FSIZE of the student's process

@@ -30,9 +30,8 @@ from typing import Any
 
 from autograder.errors import GradingError
 from autograder.grading.execute import workers
-from autograder.grading.execute.checker import ExecutionJob
 from autograder.grading.execute.limits import ExecutionLimits, job_message
-from autograder.grading.model import NotebookOutcome
+from autograder.grading.model import ExecutionJob, NotebookOutcome
 from autograder.sandbox.host import SandboxProcess
 
 

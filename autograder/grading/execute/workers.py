@@ -25,7 +25,7 @@ from typing import Any
 from unittest import mock
 
 from autograder.grading.execute.checker import Event, ExecutionJob, run_notebook
-from autograder.grading.execute.limits import ExecutionLimits
+from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
 from autograder.grading.model import NotebookOutcome
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
@@ -67,18 +67,6 @@ def start_template() -> None:
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
-
-
-@dataclass(frozen=True)
-class TemplateProbe:
-    """What a fresh child of the template sees: its footprint (the baseline the per-submission memory
-    limit is added to) and the torch build, so the parent never has to import torch itself."""
-
-    virtual_bytes: int
-    resident_bytes: int
-    cuda_available: bool
-    torch_version: str
-    cuda_version: str | None
 
 
 def probe_template() -> TemplateProbe:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from autograder.errors import GradingError
 from autograder.grading.execute import workers
-from autograder.grading.execute.checker import ExecutionJob
 from autograder.grading.execute.limits import execution_limits
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
+from autograder.grading.model import ExecutionJob
 from autograder.grading.slurm.chunks import write_result
 from autograder.sandbox.host import SandboxProcess
 

@@ -1,0 +1,89 @@
+"""The engine's shape as rules the build enforces: import-linter's contracts and no import cycles.
+
+The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): the sandbox's inside imports
+nothing of ``autograder`` outside itself; layers never import upward; outside the engine only its
+public names are used; the executors are siblings.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(modules):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start) & modules)))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = counter
+                counter += 1
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)
+                                                & modules))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_import_cycle_in_autograder():
+    graph = grimp.build_graph("autograder", cache_dir=None)
+    # a package's __init__ that lazily re-exports its modules is not a cycle of the code's shape
+    modules = {m for m in graph.modules if m not in ("autograder.grading",)}
+    assert _cycles(graph, modules) == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    """The check above can fail: two modules that import each other are reported."""
+    package = tmp_path / "cyclic_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from cyclic_pkg import b\n")
+    (package / "b.py").write_text("from cyclic_pkg import a\n")
+    (package / "c.py").write_text("from cyclic_pkg import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("cyclic_pkg", cache_dir=None)
+    assert _cycles(graph, set(graph.modules)) == [["cyclic_pkg.a", "cyclic_pkg.b"]]
