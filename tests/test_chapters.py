@@ -148,6 +148,16 @@ KEY_TERMS: dict[int, Topic] = {
         ),
         exercise="exercises/03_flops/03_flops",
     ),
+    # issue 19: more than one GPU, measured on a real gloo process group
+    12: Topic(
+        "chapters/12_more_than_one_gpu",
+        (
+            "DistributedDataParallel", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "fully_shard", "gloo",
+            "register_comm_hook", "ZeroRedundancyOptimizer", "ring all-reduce", "2 * (n - 1) / n",
+            "reduce-scatter", "all-gather", "NVLink", "InfiniBand", "rajbhandari2020zero", "_distributed",
+        ),
+        exercise="exercises/03_flops/03_flops",
+    ),
 }
 # fmt: on
 
@@ -320,8 +330,8 @@ def test_assert_count_counts_statements_not_words():
 
 def test_every_topic_has_a_page_in_the_lecture_part():
     pages = lecture_pages()
-    assert sorted(KEY_TERMS) == list(range(12)), (
-        f"KEY_TERMS must list topics 0-11 of the chapters issues; it has {sorted(KEY_TERMS)}"
+    assert sorted(KEY_TERMS) == list(range(13)), (
+        f"KEY_TERMS must list topics 0-12 of the chapters issues; it has {sorted(KEY_TERMS)}"
     )
     for number, topic in KEY_TERMS.items():
         assert topic.page in pages, (
