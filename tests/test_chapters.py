@@ -145,6 +145,9 @@ KEY_TERMS: dict[int, Topic] = {
             "FlopCounterMode", "4 * L * seq * d", "saved_tensors_hooks", "untyped_storage", "korthikanti2022reducing",
             "34", "recompute", "AdamW", "torch.autocast", "80 * GiB", "141 * GiB", "81920 MiB", "989.4e12", "MFU",
             "radford2019language", "lookup_accelerator", "_gpu_record",
+            # issue 19: usable capacity and the backward peak; fused attention and MFU conventions
+            "total_memory", "79.11", "139.80", "backward_temporaries", "scaled_dot_product_attention",
+            "is_causal=True", "log-sum-exp", "chowdhery2022palm", "12\\,L\\,H\\,Q\\,T", "1/\\sqrt{2L}",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
