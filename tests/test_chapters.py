@@ -145,6 +145,19 @@ KEY_TERMS: dict[int, Topic] = {
             "FlopCounterMode", "4 * L * seq * d", "saved_tensors_hooks", "untyped_storage", "korthikanti2022reducing",
             "34", "recompute", "AdamW", "torch.autocast", "80 * GiB", "141 * GiB", "81920 MiB", "989.4e12", "MFU",
             "radford2019language", "lookup_accelerator", "_gpu_record",
+            # issue 19: usable capacity and the backward peak; fused attention and MFU conventions
+            "total_memory", "79.11", "139.80", "backward_temporaries", "scaled_dot_product_attention",
+            "is_causal=True", "log-sum-exp", "chowdhery2022palm", "12\\,L\\,H\\,Q\\,T", "1/\\sqrt{2L}",
+        ),
+        exercise="exercises/03_flops/03_flops",
+    ),
+    # issue 19: more than one GPU, measured on a real gloo process group
+    12: Topic(
+        "chapters/12_more_than_one_gpu",
+        (
+            "DistributedDataParallel", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "fully_shard", "gloo",
+            "register_comm_hook", "ZeroRedundancyOptimizer", "ring all-reduce", "2 * (n - 1) / n",
+            "reduce-scatter", "all-gather", "NVLink", "InfiniBand", "rajbhandari2020zero", "_distributed",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -320,8 +333,8 @@ def test_assert_count_counts_statements_not_words():
 
 def test_every_topic_has_a_page_in_the_lecture_part():
     pages = lecture_pages()
-    assert sorted(KEY_TERMS) == list(range(12)), (
-        f"KEY_TERMS must list topics 0-11 of the chapters issues; it has {sorted(KEY_TERMS)}"
+    assert sorted(KEY_TERMS) == list(range(13)), (
+        f"KEY_TERMS must list topics 0-12 of the chapters issues; it has {sorted(KEY_TERMS)}"
     )
     for number, topic in KEY_TERMS.items():
         assert topic.page in pages, (
@@ -510,3 +523,47 @@ def test_gpu_measure_quick_run_writes_a_recording_the_pages_can_read(tmp_path):
     assert recording.path == path
     assert recording.value("matmul_bf16_flop_per_s") > recording.value("matmul_fp32_flop_per_s") > 0
     assert recording.value("h2d_pinned_bytes_per_s") > 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Issue 19: statements an expert found wrong or misleading. Each is fixed by a cell that would fail on it, and
+# none may come back on any page or exercise source (several were fixed on one page but stayed on another).
+
+RETIRED_STATEMENTS = {
+    "below $2^{-24}$ loses precision": "float16 loses precision below 2^-14 (finfo.tiny), not 2^-24",
+    "the $s^2$ term is the larger one: $a \\cdot s": "in float32 the s² and h terms of GPT-2 XL are equal",
+    "calls a well-tuned run": "50% MFU is the napkin's round figure; well-tuned runs report 38-46%",
+    "runs asynchronously\n# while the GPU keeps working": "a non_blocking copy is asynchronous to the host only",
+    "to half their bytes; {doc}": "autocast does not halve a Transformer's activations",
+    "saves close to half of the activation memory": "autocast can raise a Transformer's activations",
+    "Autocast saves activation memory instead.": "autocast also keeps 2-byte bf16 weight copies",
+    "(softmax, losses) in float32": "that is CUDA autocast's list; on the CPU softmax stays bf16",
+    "(losses, reductions) are kept in": "that is CUDA autocast's list; on the CPU sum stays bf16",
+    "but only if the copy\n   overlaps with compute": "0.27 ms is negligible even serialized",
+    "$24.05 \\cdot 50 / 40": "24.036 days, asserted as 24.0",
+    "not with the number of parameters, and": "activations grow with L·h and L·a·s, just not in proportion to N",
+    "# what nvidia-smi reports for an": "81920 MiB == 80 GiB is arithmetic, not a reading",
+}
+
+
+def retired_statement_hits(texts: dict[str, str]) -> list[str]:
+    """'file: statement (why)' for each retired statement found in the given texts."""
+    return [
+        f"{name}: {old!r} ({why})"
+        for name, text in texts.items()
+        for old, why in RETIRED_STATEMENTS.items()
+        if old in text
+    ]
+
+
+def test_retired_statement_check_can_fail():
+    assert retired_statement_hits({"x.md": "and a well-tuned run"}) == []
+    [hit] = retired_statement_hits({"x.md": "which chapter 5 calls a well-tuned run."})
+    assert hit.startswith("x.md: 'calls a well-tuned run'")
+
+
+def test_no_page_or_exercise_repeats_a_retired_statement():
+    paths = [*(ROOT / "chapters").glob("*.md"), ROOT / "intro.md", *(ROOT / "solutions").glob("*/*.py")]
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
+    hits = retired_statement_hits(texts)
+    assert not hits, "retired statements (issue 19) are back:\n" + "\n".join(hits)

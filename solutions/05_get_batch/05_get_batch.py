@@ -40,8 +40,10 @@ from jaxtyping import Int
 # into `x` (all but the last token) and `y` (all but the first).
 #
 # For a CUDA device, build the batch on the CPU, put it in *pinned* (page-locked) host memory with
-# `.pin_memory()` and copy it with `.to(device, non_blocking=True)`: the copy then runs asynchronously
-# while the GPU keeps working. Pinning needs CUDA, so do it only for a CUDA device.
+# `.pin_memory()` and copy it with `.to(device, non_blocking=True)`: the call then only queues the copy
+# and returns, so the CPU can prepare the next batch meanwhile. It is asynchronous with respect to the host
+# only: on the current stream the copy still waits for the kernels queued before it (overlapping it with
+# compute needs a side stream, as chapter 08 shows). Pinning needs CUDA, so do it only for a CUDA device.
 
 # %% nbgrader={"grade": false, "grade_id": "get_batch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def get_batch(dataset, batch_size: int, context_length: int, device: str | torch.device

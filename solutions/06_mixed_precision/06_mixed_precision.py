@@ -155,10 +155,11 @@ _hidden.check_make_grad_scaler(make_grad_scaler)
 # %% [markdown] nbgrader={"grade": false, "grade_id": "train_step_md", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## One mixed-precision training step
 #
-# `torch.autocast(device_type, dtype)` runs matrix multiplications in `dtype` and keeps numerically
-# sensitive operations (softmax, losses) in float32; the parameters stay float32 and so do their
-# gradients and the optimizer state. Never call `model.half()`: that turns the master weights themselves
-# into float16. Only the forward pass and the loss belong inside `autocast`; `backward()` follows the
+# `torch.autocast(device_type, dtype)` runs matrix multiplications in `dtype` and casts the operations on
+# its backend's float32 list up to float32: on CUDA softmax, layer_norm, sums and the losses; on the CPU
+# mainly the losses (there a softmax of a bfloat16 input stays bfloat16; chapter 10 prints both lists).
+# The parameters stay float32 and so do their gradients and the optimizer state. Never call
+# `model.half()`: that turns the master weights themselves into float16. Only the forward pass and the loss belong inside `autocast`; `backward()` follows the
 # dtypes chosen in the forward pass. With a scaler, use `scaler.scale(loss).backward()`,
 # `scaler.step(optimizer)` and `scaler.update()`.
 
