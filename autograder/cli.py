@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per cell (default: the course's Execute.timeout)")
+    p.add_argument("--notebook-timeout", type=float, default=None, metavar="S",
+                   help="seconds for a whole notebook (default 600; 0: no limit)")
     p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=None, metavar="GB",
                    help="memory one notebook may use on top of the template (default 4; 0: no limit)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
@@ -164,7 +166,8 @@ def _grade(args) -> int:
               "grades.\n" + "!" * 78, file=sys.stderr)
 
     slurm_options = _slurm_options(args)
-    given = {"memory_limit_gb": args.memory_limit_gb} if args.memory_limit_gb is not None else {}
+    given = {name: getattr(args, name) for name in ("memory_limit_gb", "notebook_timeout")
+             if getattr(args, name) is not None}
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, workers=args.workers,
                     device=args.device, allow_cpu=True if args.allow_cpu else None,

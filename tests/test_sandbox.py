@@ -204,3 +204,43 @@ def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
             session.run_cell("x = 1", 30)
     finally:
         lonely.close()
+
+
+_VENV_PROBE = """
+import json, sys
+from autograder.sandbox import channel
+from autograder.sandbox.host import SandboxProcess
+
+box = SandboxProcess()
+box.start()
+box.wait_ready()
+data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+                            "rlimits": {}}, [])
+sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
+sandbox.run_cell("import sys, torch\\nfound = [sys.prefix, str(torch.__version__)]", 60)
+print(json.dumps(sandbox.lookup(["found"]).get("found")))
+sandbox.kill("done")
+box.close()
+"""
+
+
+def test_the_sandbox_starts_from_a_virtual_environment_under_tmp(tmp_path):
+    """A venv below /tmp (a CI runner's or a Slurm job's $TMPDIR) is bound on top of the sandbox's
+    private /tmp, not hidden by it. This venv has no packages of its own: a .pth file adds the
+    project's, as a shared read-only environment would."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = tmp_path / "venv with space"
+    assert str(venv).startswith("/tmp/")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "project.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", _VENV_PROBE], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    prefix, version = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
+    assert prefix == str(venv) and version == torch.__version__

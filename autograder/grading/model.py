@@ -27,6 +27,7 @@ class ExecutionJob:
     timeout: float | None  # seconds per cell (None: no limit)
     env: dict[str, str] = field(default_factory=dict)  # the checker's environment additions
     sandbox_env: dict[str, str] = field(default_factory=dict)  # the student process's
+    notebook_timeout: float | None = None  # seconds for the whole notebook (None: no limit)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Submission:
     notebooks: list[NotebookRun] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)  # nbgrader's warnings about it
+    refused: list[str] = field(default_factory=list)  # files of the submission not copied, and why
 
     @property
     def key(self) -> tuple[str, str]:

@@ -34,6 +34,7 @@ class GradeOptions:
     device: str = "auto"  # "auto" (CUDA when present), "cpu" or "cuda"
     allow_cpu: bool | None = None  # GPU checks on CPU; None: AUTOGRADER_ALLOW_CPU of this process
     timeout: float | None = None  # seconds per cell; None: the course's Execute.timeout; <= 0: none
+    notebook_timeout: float | None = 600.0  # seconds for a whole notebook; 0/None: none
     memory_limit_gb: float | None = 4.0  # memory one notebook may use beyond the template; 0/None: none
     force: bool = False  # regrade submissions already graded
     progress: bool = True  # a progress bar on stderr

@@ -54,7 +54,8 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
         skipped, todo = prepare.plan(course, gb, names, students=options.students,
                                      force=options.force)
         batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
-                       timeout=timeout, allow_cpu=allow_cpu, force=options.force, timings=timings)
+                       timeout=timeout, notebook_timeout=options.notebook_timeout,
+                       allow_cpu=allow_cpu, force=options.force, timings=timings)
         batch.results += [SubmissionResult(student, name, "skipped") for student, name in skipped]
         with ProgressBar(options.progress, label=f"grading on {device_used}",
                          total=len(todo)) as bar:
@@ -88,6 +89,7 @@ class _Batch:
     gb: object
     device: str
     timeout: float | None
+    notebook_timeout: float | None
     allow_cpu: bool
     force: bool
     timings: dict[str, float]
@@ -103,6 +105,7 @@ class _Batch:
             try:
                 submission = prepare.sanitize(self.course, self.steps, self.gb, student=student,
                                               assignment=name, timeout=self.timeout,
+                                              notebook_timeout=self.notebook_timeout,
                                               device_used=self.device, allow_cpu=self.allow_cpu)
             except Exception as error:  # noqa: BLE001 - one bad submission never stops a batch
                 self._settle(SubmissionResult(student, name, "failed",

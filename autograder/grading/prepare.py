@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,14 +143,25 @@ def checker_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
     return env
 
 
-def make_job(nb_run: NotebookRun, *, timeout: float | None, device_used: str,
-             allow_cpu: bool) -> ExecutionJob:
+def make_job(nb_run: NotebookRun, *, timeout: float | None, notebook_timeout: float | None,
+             device_used: str, allow_cpu: bool) -> ExecutionJob:
     """The execution job of one sanitized notebook (the same on every machine)."""
-    cells = [(i, cell.source, list(cell.metadata.get("tags", [])), nb_run.kinds.get(i, STUDENT))
-             for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"]
+    cells = []
+    for index, cell in enumerate(nb_run.nb.cells):
+        if cell.cell_type == "code":
+            kind = nb_run.kinds.get(index, STUDENT)
+            cells.append((index, cell.source, _student_tags(cell) if kind == STUDENT else [], kind))
     return ExecutionJob(cells=cells, timeout=timeout,
                         env=checker_env(device_used=device_used, allow_cpu=allow_cpu),
-                        sandbox_env=sandbox_env(device_used=device_used))
+                        sandbox_env=sandbox_env(device_used=device_used),
+                        notebook_timeout=notebook_timeout or None)
+
+
+def _student_tags(cell: NotebookNode) -> list[str]:
+    """The tags of a student's own cell (``skip-execution`` skips it, as nbclient would). Tags never
+    decide whether an instructor or grade cell runs: those come from the gradebook, which has none."""
+    tags = cell.metadata.get("tags", [])
+    return [tag for tag in tags if isinstance(tag, str)] if isinstance(tags, list) else []
 
 
 def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[int, str]:
@@ -175,28 +187,68 @@ def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: st
     return kinds
 
 
-def stage_files(course: Course, submitted: Path, stage: Path, *, assignment: str) -> None:
+def stage_files(course: Course, submitted: Path, stage: Path, *, assignment: str) -> list[str]:
     """Lay out the staging directory as nbgrader lays out ``autograded/``: the submission's other files,
-    then the instructor's source files on top (minus ``Autograde.exclude_overwriting``)."""
+    then the instructor's source files on top (minus ``Autograde.exclude_overwriting``). Only regular
+    files are copied, never through a link; return what was refused, each naming its path."""
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
     ignore = list(course.coursedir.ignore) + ["*.ipynb"]
+    refused = [f"{Path(path).relative_to(submitted)}: {why}; not copied"
+               for path, why in _irregular_entries(submitted)]
     for filename in nbgrader_utils.find_all_files(str(submitted), ignore):
-        _copy(Path(filename), stage / Path(filename).relative_to(submitted))
+        _copy_regular(Path(filename), stage / Path(filename).relative_to(submitted))  # links: above
     source = Path(course.coursedir.format_path(course.coursedir.source_directory, ".", assignment))
     excluded = course.config.Autograde.get("exclude_overwriting", {}).get(assignment, [])
     for filename in nbgrader_utils.find_all_files(str(source), ignore):
         relative = Path(filename).relative_to(source)
         if str(relative) not in excluded:
-            _copy(Path(filename), stage / relative)
+            _copy_regular(Path(filename), stage / relative)
+    return refused
 
 
-def _copy(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        dest.unlink()
-    shutil.copy(src, dest)
+def _irregular_entries(folder: Path) -> list[tuple[str, str]]:
+    """Links, devices, FIFOs and sockets below ``folder`` (``os.walk`` never enters a linked folder)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append((path, _kind(mode)))
+    return found
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+def _copy_regular(src: Path, dest: Path) -> str | None:
+    """Copy ``src`` if it is a regular file (opened without following a link); else say what it is."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        try:
+            return _kind(os.lstat(src).st_mode)
+        except OSError:
+            return f"unreadable ({error.strerror})"
+    with os.fdopen(fd, "rb") as source:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return _kind(mode)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists() or dest.is_symlink():
+            dest.unlink()
+        with open(dest, "xb") as target:
+            shutil.copyfileobj(source, target)
+    return None
 
 
 def companion_files(folder: Path, *, limit_bytes: int = COMPANION_LIMIT_BYTES) -> list[tuple[str, bytes]]:
@@ -226,8 +278,8 @@ class CollectWarnings(logging.Handler):
 
 
 def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: str,
-             assignment: str, timeout: float | None, device_used: str,
-             allow_cpu: bool) -> Submission:
+             assignment: str, timeout: float | None, notebook_timeout: float | None,
+             device_used: str, allow_cpu: bool) -> Submission:
     """Stage one submission's files and sanitize its notebooks with nbgrader's preprocessors; each
     notebook gets its execution job."""
     logger = logging.getLogger(NBGRADER_LOGGER)
@@ -236,14 +288,15 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
         student=student, assignment=assignment,
         submitted=course.step_dir("submitted", student, assignment), final=final,
         stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}")
-    stage_files(course, submission.submitted, submission.stage, assignment=assignment)
+    submission.refused = stage_files(course, submission.submitted, submission.stage,
+                                     assignment=assignment)
     handler = CollectWarnings(submission.log)
     logger.addHandler(handler)
     try:
         _sanitize_notebooks(course, steps, gb, submission, logger)
         for nb_run in submission.notebooks:
-            nb_run.job = make_job(nb_run, timeout=timeout, device_used=device_used,
-                                  allow_cpu=allow_cpu)
+            nb_run.job = make_job(nb_run, timeout=timeout, notebook_timeout=notebook_timeout,
+                                  device_used=device_used, allow_cpu=allow_cpu)
     except BaseException:
         shutil.rmtree(submission.stage, ignore_errors=True)
         raise
@@ -260,6 +313,11 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
     with borrowed_gradebook(gb):
         for name in notebook_names(gb, assignment):
             path = submission.submitted / f"{name}.ipynb"
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                submission.missing.append(name)
+                submission.log.append(f"{path.name}: {_kind(os.lstat(path).st_mode)}, not a "
+                                      "notebook file; graded as missing")
+                continue
             if not path.is_file():
                 submission.missing.append(name)
                 continue

@@ -28,7 +28,7 @@ from sqlalchemy.exc import SAWarning
 import autograder
 from autograder.course import Course
 from autograder.errors import GradingError
-from autograder.grading.model import NotebookOutcome, Submission, SubmissionResult
+from autograder.grading.model import GRADE, NotebookOutcome, Submission, SubmissionResult
 from autograder.grading.nbgrader_seam import (
     AutogradeSteps,
     borrowed_gradebook,
@@ -40,10 +40,11 @@ from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings
 RUN_RECORD = "autograder.json"  # per submission: device, timings, and why cells failed
 
 
-def executed_notebook(nb: NotebookNode, run: NotebookOutcome) -> tuple[NotebookNode, list[str]]:
+def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
+                      kinds: dict[int, str] | None = None) -> tuple[NotebookNode, list[str]]:
     """Put the outcome's outputs into the sanitized notebook. Cells it never finished get an error
     output naming the reason, so nbgrader's scoring gives them 0 (never the full marks of an empty
-    output)."""
+    output); so does a grade cell (``kinds``) with no outputs from the checker at all."""
     if run.reason is not None and not run.outputs and run.running_cell is None:
         # the child died before running a single cell: a grading-machine problem, not the student's
         raise GradingError(f"the grading process failed before running any cell ({run.reason}); "
@@ -59,9 +60,9 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome) -> tuple[NotebookN
         elif run.reason is not None and cell.source.strip():
             ename = run.failed_ename if index == run.running_cell else "NotExecuted"
             evalue = run.reason if index == run.running_cell else f"not run: {run.reason}"
-            cell.outputs = [nbformat.v4.new_output(
-                "error", ename=ename, evalue=evalue,
-                traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])]
+            cell.outputs = [_error(ename, evalue)]
+        elif (kinds or {}).get(index) == GRADE and cell.source.strip():
+            cell.outputs = [_error("NotExecuted", "not run: the checker did not run this grade cell")]
         for output in cell.outputs:
             if output.output_type == "error" and _is_limit_error(output):
                 where = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
@@ -69,9 +70,14 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome) -> tuple[NotebookN
     return nb, reasons
 
 
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue,
+                                  traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+
+
 def _is_limit_error(output: NotebookNode) -> bool:
     """A timeout or an out-of-memory error (the instructor wants to see these listed)."""
-    return (output.ename in ("CellTimeoutError", "MemoryError")
+    return (output.ename in ("CellTimeoutError", "NotebookTimeoutError", "MemoryError")
             or "can't allocate memory" in output.evalue or "out of memory" in output.evalue)
 
 
@@ -101,6 +107,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     place; return its result."""
     student, assignment = submission.student, submission.assignment
     reasons: list[str] = [f"{name}.ipynb: not submitted (0 points)" for name in submission.missing]
+    reasons += [f"refused {why}" for why in submission.refused]
     run_record: dict = {"graded_by": f"autograder {autograder.__version__}", "device": device,
                         "notebooks": {}}
     with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
@@ -117,7 +124,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 grade.auto_score = 0
                 grade.needs_manual_grade = False
         for nb_run in submission.notebooks:
-            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome)
+            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome, nb_run.kinds)
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=nb_run.name, workdir=str(submission.stage))
             nb = steps.run(steps.after_execute, nb, resources, logger)

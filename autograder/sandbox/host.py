@@ -51,6 +51,9 @@ def python_dirs() -> list[str]:
              os.path.dirname(os.path.realpath(sys.executable))}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         paths.add(sysconfig.get_paths()[key])
+    # package folders a .pth file or PYTHONPATH added (a venv that links to another's packages)
+    paths |= {p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages",
+                                                                        "dist-packages")}
     kept = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
     # keep only the outermost folders (a venv inside the prefix needs no second bind)
     return [p for p in kept if not any(p != q and p.startswith(q + os.sep) for q in kept)]
@@ -62,6 +65,11 @@ def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WOR
     args = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    # the private tmpfs first: bubblewrap applies mounts in order, so a bind below (a virtual
+    # environment under /tmp, a course on a tmpfs) lands on top of it instead of being hidden by it
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp",
+             "--size", str(work_mb * 2**20), "--tmpfs", "/sandbox-work"]
     for path in _SYSTEM_DIRS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
@@ -76,11 +84,7 @@ def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WOR
     if os.path.isdir(venv_python) and not any(venv_python.startswith(p + os.sep)
                                               for p in python_dirs()):
         args += ["--ro-bind", venv_python, venv_python]
-    args += ["--ro-bind", str(KERNEL_DIR), INSIDE_KERNEL_DIR,
-             "--proc", "/proc", "--dev", "/dev",
-             "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp",
-             "--size", str(work_mb * 2**20), "--tmpfs", "/sandbox-work",
-             "--chdir", "/sandbox-work"]
+    args += ["--ro-bind", str(KERNEL_DIR), INSIDE_KERNEL_DIR, "--chdir", "/sandbox-work"]
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             args += ["--dev-bind", node, node]
@@ -206,6 +210,7 @@ class SandboxProcess:
     started: float = 0.0
     stderr_path: str | None = None
     processes: ProcessLimit | None = None
+    finished_at: float | None = None  # when its current notebook's checker finished
 
     def start(self) -> None:
         self._remove_log()
@@ -247,8 +252,8 @@ class SandboxProcess:
                 break
             if header.get("kind") == Kind.READY:
                 self.info, self.state = header, "ready"
-            elif header.get("kind") == Kind.DONE:
-                self.state = "ready"
+            elif header.get("kind") == Kind.DONE and header.get("job") == self.jobs:
+                self.state, self.finished_at = "ready", None
         if self.state == "starting" and time.monotonic() - self.started > START_TIMEOUT_S:
             self._mark_dead()
             raise GradingError(f"the sandbox did not start in {START_TIMEOUT_S:.0f} s; its log: "
@@ -294,7 +299,7 @@ class SandboxProcess:
         finally:
             data_theirs.close()
             kill_theirs.close()
-        self.state = "busy"
+        self.state, self.finished_at = "busy", None
         return data_ours, kill_ours
 
     def close(self, *, keep_log: bool = False) -> None:

@@ -24,7 +24,6 @@ import ast
 import builtins
 import ctypes
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -34,6 +33,7 @@ from enum import StrEnum
 from multiprocessing.connection import Connection
 
 from autograder.grading.execute.limits import ExecutionLimits
+from autograder.grading.execute.outputs import OutputBudget, as_text
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
 from autograder.sandbox import channel as remote
 from autograder.sandbox.inside import shell as cells
@@ -50,22 +50,23 @@ class Event(StrEnum):
     DONE = "done"  # (info)
 
 
-def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, conn: Connection,
-                 data: socket.socket, kill: socket.socket) -> None:
+def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scratch: str,
+                 conn: Connection, data: socket.socket, kill: socket.socket) -> None:
     """Checker entry point: execute ``job.cells`` in order in ``workdir``, streaming ``Event`` s to
-    ``conn``."""
+    ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it)."""
     _apply_limits(job, limits, workdir)
     recorder = cells.Recorder()
     sys.stdout = cells.CellStream(recorder, "stdout")
     sys.stderr = cells.CellStream(recorder, "stderr")
     checker_shell = cells.make_shell(recorder)
     cells.CellClock()
-    # the checker's temporary files live in a fresh folder under /tmp: a path into it that a grade
+    # the checker's temporary files live in the parent's fresh folder: a path into it that a grade
     # cell passes to the student's code travels with the file's bytes (the sandbox has its own /tmp)
-    tempfile.tempdir = tempfile.mkdtemp(prefix="autograder-checker-", dir="/tmp")
-    os.environ["TMPDIR"] = tempfile.tempdir
-    sandbox = remote.SandboxChannel(data, kill, memmap_dir=tempfile.tempdir)
+    tempfile.tempdir = scratch
+    os.environ["TMPDIR"] = scratch
+    sandbox = remote.SandboxChannel(data, kill, memmap_dir=scratch)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
+    budget = OutputBudget()
     remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
     count = 0
@@ -86,12 +87,11 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, conn:
         except remote.SandboxDied as died:
             conn.send((Event.DIED, index, died.ename, died.reason))
             break
-        conn.send((Event.CELL, index, outputs, count))
+        conn.send((Event.CELL, index, budget.bound(outputs), count))
         if sandbox.dead is not None:
             conn.send((Event.DIED, None, sandbox.dead.ename, sandbox.dead.reason))
             break
     sandbox.kill("the notebook is finished")
-    shutil.rmtree(tempfile.tempdir, ignore_errors=True)
     conn.send((Event.DONE, {"pid": os.getpid()}))
     conn.close()
     sys.stdout.flush()
@@ -179,12 +179,11 @@ def _imports_only(source: str) -> str:
 
 
 def _merge(recorder: cells.Recorder, outputs: list[dict]) -> None:
-    """What the student's code printed while a grade cell called it goes into that cell's outputs."""
+    """What the student's code printed while a grade cell called it goes into that cell's outputs,
+    as text only: its displays, results and errors never count as the grade cell's own."""
     for output in outputs:
-        if output["output_type"] == "stream":
-            recorder.stream(output["name"], output["text"])
-        else:
-            recorder.outputs.append(output)
+        text = as_text(output)
+        recorder.stream(text["name"], text["text"])
 
 
 def _apply_limits(job: ExecutionJob, limits: ExecutionLimits, workdir: str) -> None:

@@ -34,6 +34,8 @@ from autograder.grading.execute.limits import ExecutionLimits, job_message
 from autograder.grading.model import ExecutionJob, NotebookOutcome
 from autograder.sandbox.host import SandboxProcess
 
+CLEAN_UP_S = 15.0  # a sandbox must report its clean-up this soon after its notebook's checker ended
+
 
 @dataclass
 class _Slot:
@@ -60,6 +62,10 @@ class NotebookRunner:
         that no running notebook holds."""
         for box in self.pool:
             box.pump()
+            if (box.state == "busy" and box.finished_at is not None
+                    and time.monotonic() - box.finished_at > CLEAN_UP_S):
+                box.close()  # it never reported its clean-up: stopped, or stuck; never reused
+                box.state = "dead"
             if box.state == "dead":
                 box.state = "new"
             if box.state == "new":
@@ -99,6 +105,7 @@ class NotebookRunner:
                 continue
             seconds = time.monotonic() - slot.run.started
             slot.run.close()
+            slot.box.finished_at = time.monotonic()
             done.append((slot.tag, slot.run.outcome(seconds)))
         self.running = still
         return done

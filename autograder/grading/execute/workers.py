@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing import spawn
@@ -119,15 +121,18 @@ class RunningNotebook:
     done: bool = False
     exited: bool = False
     reason: str | None = None  # why the run did not complete (None: it did)
+    scratch: str | None = None  # the checker's temporary folder
     failed_ename: str = "KernelDied"
 
     def start(self) -> None:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=False)
         data, kill = self.sockets
+        # the checker's temporary folder is this process's: removed in close(), whatever the checker did
+        self.scratch = tempfile.mkdtemp(prefix="autograder-checker-")
         self.process = ctx.Process(target=run_notebook,
-                                   args=(self.job, self.limits, self.workdir, child_end, data, kill),
-                                   daemon=True)
+                                   args=(self.job, self.limits, self.workdir, self.scratch,
+                                         child_end, data, kill), daemon=True)
         self.started = time.monotonic()
         _start(self.process)
         child_end.close()
@@ -184,6 +189,12 @@ class RunningNotebook:
         self._enforce_limits()
 
     def _enforce_limits(self) -> None:
+        whole = self.job.notebook_timeout
+        if whole and time.monotonic() - self.started > whole:
+            self._kill("NotebookTimeoutError",
+                       f"the notebook ran past its {whole:g} s limit (all cells together); the "
+                       "grading process was killed")
+            return
         timeout = self.job.timeout
         if timeout and self.running_cell is not None:
             if time.monotonic() - self.cell_started > timeout + KILL_GRACE_S:
@@ -222,6 +233,9 @@ class RunningNotebook:
             self._kill(self.failed_ename, self.reason or "grading stopped")
         if self.conn is not None:
             self.conn.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
 
 def _death_reason(exitcode: int, running_cell: int | None) -> str:

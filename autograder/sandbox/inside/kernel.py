@@ -25,6 +25,7 @@ import importlib
 import json
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -96,8 +97,9 @@ def template(control: socket.socket) -> None:
 
 def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
              kill: socket.socket) -> dict:
-    workdir = os.path.join(WORK, f"job-{job.get('id', 0)}")
-    os.makedirs(workdir, exist_ok=True)
+    # a fresh, unpredictable folder per job: nothing a notebook leaves can be waiting for the next
+    workdir = os.path.join(WORK, f"job-{secrets.token_hex(8)}")
+    os.makedirs(workdir)
     for path, index in zip(files.get("paths", []), range(len(blobs)), strict=False):
         target = os.path.normpath(os.path.join(workdir, path))
         if target.startswith(workdir + os.sep):
@@ -108,6 +110,7 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
     if pid == 0:  # the child: never returns
         kill.close()
         try:
+            _close_inherited(keep=data.fileno())
             _child(job, workdir, data)
         finally:
             os._exit(70)
@@ -151,6 +154,14 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
     return status
 
 
+def _close_inherited(*, keep: int) -> None:
+    """Close every descriptor the child inherited from the template but its own data socket (and
+    0-2): the template's control socket above all, through which jobs and their sockets arrive."""
+    limit = os.sysconf("SC_OPEN_MAX")
+    os.closerange(3, keep)
+    os.closerange(keep + 1, limit if limit > 0 else 65536)
+
+
 def _sandbox_usage(child: int) -> tuple[int, int]:
     """Resident memory and tasks (processes and threads) of every process in this PID namespace
     but the template and bwrap's init; without a sandbox, of the child alone."""
@@ -192,15 +203,35 @@ def _clean_up(child: int) -> None:
         except ChildProcessError:
             break
     for folder in (WORK, "/tmp"):
-        for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
+        _empty(folder)
+        if os.listdir(folder):  # something the notebook left cannot be removed: never reuse this
+            raise SystemExit(f"could not empty {folder} after a job; the sandbox must be restarted")
+
+
+def _empty(folder: str) -> None:
+    """Remove everything in ``folder``, first making read-only folders writable again (a notebook
+    may chmod what it created; it cannot make anything the template cannot change back)."""
+    try:
+        os.chmod(folder, 0o1777 if folder == "/tmp" else 0o700)
+    except OSError:
+        pass
+    for root, dirs, _ in os.walk(folder):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
                 try:
-                    os.unlink(path)
+                    os.chmod(path, 0o700)
                 except OSError:
                     pass
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def _child(job: dict, workdir: str, data: socket.socket) -> None:

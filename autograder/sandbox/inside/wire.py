@@ -25,6 +25,7 @@ import math
 import pathlib
 import socket
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ PACKET = 64 * 1024  # payload bytes per packet (well under the default socket bu
 MAX_MESSAGE = 512 * 2**20  # a message larger than this is refused (a flood, not an answer)
 MAX_HEADER = 32 * 2**20
 MAX_DEPTH = 64
+POLL_GRACE_S = 1.0  # after a poll found a header, how long the rest of its message may take
 MAX_ITEMS = 1_000_000
 
 
@@ -77,25 +79,38 @@ def _send_big_header(sock: socket.socket, data: bytes) -> None:
 
 def recv(sock: socket.socket, timeout: float | None = None) -> tuple[dict, list[bytes]]:
     """Receive one message. Stray blob packets before a header (a dead writer's leftovers) are dropped.
-    Raises ``TimeoutError`` after ``timeout`` seconds without a complete message."""
-    sock.settimeout(timeout)
+    Raises ``TimeoutError`` after ``timeout`` seconds without a complete message: the deadline is
+    the whole message's, so a writer that drips packets cannot hold the reader."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while True:
-            packet = _recv_packet(sock)
+            packet = _recv_packet(sock, deadline)
             if packet[:1] == HEADER:
                 break
-        header = _load_header(sock, packet[1:])
+        if timeout is not None and timeout <= 0:  # a poll: the rest of a started message may follow
+            deadline = time.monotonic() + POLL_GRACE_S
+        header = _load_header(sock, packet[1:], deadline)
         sizes = header.get("blobs", [])
-        if not isinstance(sizes, list) or any(not isinstance(s, int) or s < 0 for s in sizes) \
+        if not isinstance(sizes, list) or any(type(s) is not int or s < 0 for s in sizes) \
                 or sum(sizes) > MAX_MESSAGE:
             raise WireError("malformed blob list")
-        blobs = [_read_exact(sock, size) for size in sizes]
+        blobs = [_read_exact(sock, size, deadline) for size in sizes]
         return header, blobs
     finally:
         sock.settimeout(None)
 
 
-def _recv_packet(sock: socket.socket) -> bytes:
+def _recv_packet(sock: socket.socket, deadline: float | None) -> bytes:
+    if deadline is not None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 and sock.gettimeout() == 0.0:
+            pass  # a poll (timeout 0): one non-blocking try, BlockingIOError when nothing is there
+        elif remaining <= 0:
+            raise TimeoutError("no complete message before the deadline")
+        else:
+            sock.settimeout(remaining)
+    else:
+        sock.settimeout(None)
     try:
         packet = sock.recv(PACKET + 1)
     except (TimeoutError, BlockingIOError):
@@ -107,25 +122,25 @@ def _recv_packet(sock: socket.socket) -> bytes:
     return packet
 
 
-def _load_header(sock: socket.socket, data: bytes) -> dict:
+def _load_header(sock: socket.socket, data: bytes, deadline: float | None) -> dict:
     try:
         header = json.loads(data)
-    except ValueError:
-        raise WireError("header is not JSON") from None
+    except (ValueError, RecursionError):  # RecursionError: a nesting bomb
+        raise WireError("header is not JSON (or nested too deeply)") from None
     if not isinstance(header, dict):
         raise WireError("header is not an object")
     if "long_header" in header:
         size = header["long_header"]
         if not isinstance(size, int) or not 0 < size <= MAX_HEADER:
             raise WireError("bad long header")
-        return _load_header(sock, _read_exact(sock, size))
+        return _load_header(sock, _read_exact(sock, size, deadline), deadline)
     return header
 
 
-def _read_exact(sock: socket.socket, size: int) -> bytes:
+def _read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes:
     parts, got = [], 0
     while got < size:
-        packet = _recv_packet(sock)
+        packet = _recv_packet(sock, deadline)
         if packet[:1] != BLOB:
             raise WireError("a new message started inside a blob")
         parts.append(packet[1:])
@@ -294,11 +309,17 @@ class Decoder:
                  memmap_dir: str | None = None, files_under: str | None = None) -> None:
         self.blobs, self.resolve, self.tensor_hook = blobs, resolve, tensor_hook
         self.memmap_dir = memmap_dir
+        self.used: set[int] = set()
         self.files_under = files_under  # where attached files may be written (None: nowhere)
 
     def blob(self, index: Any) -> bytes:
-        if not isinstance(index, int) or not 0 <= index < len(self.blobs):
+        """Blob ``index``, once: a message that refers to one blob twice is refused (its bytes would
+        be decoded, copied or written to disk once per reference)."""
+        if type(index) is not int or not 0 <= index < len(self.blobs):
             raise WireError("bad blob index")
+        if index in self.used:
+            raise WireError("a blob is referred to twice")
+        self.used.add(index)
         return self.blobs[index]
 
     def decode(self, tree: Any, depth: int = 0) -> Any:
@@ -391,8 +412,13 @@ class Decoder:
         if device.type == "meta":
             t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         else:
-            raw = torch.frombuffer(bytearray(self.blob(tree["b"])), dtype=torch.uint8) \
-                if self.blob(tree["b"]) else torch.empty(0, dtype=torch.uint8)
+            data = self.blob(tree["b"])
+            needed = _bytes_needed(shape, stride, offset, dtype.itemsize)
+            if needed > len(data):
+                raise WireError(f"a tensor of shape {shape}, stride {stride} and offset {offset} "
+                                f"needs {needed} bytes; its blob has {len(data)}")
+            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) \
+                if data else torch.empty(0, dtype=torch.uint8)
             storage = raw.untyped_storage()
             t = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
             if device.type != "cpu":
@@ -427,6 +453,16 @@ class Decoder:
         array = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
         array.flags.writeable = bool(tree.get("writeable", True))
         return array
+
+
+def _bytes_needed(shape: list[int], stride: list[int], offset: int, itemsize: int) -> int:
+    """The storage bytes a strided view reaches (0 for an empty one); refuses what no tensor has."""
+    if len(shape) != len(stride) or offset < 0 or any(n < 0 for n in shape) \
+            or any(st < 0 for st in stride):
+        raise WireError("a tensor with a negative size, stride or offset, or mismatched ranks")
+    if any(n == 0 for n in shape):
+        return 0
+    return (offset + sum((n - 1) * st for n, st in zip(shape, stride, strict=True)) + 1) * itemsize
 
 
 def _to_device_keeping_layout(t, device):
