@@ -5,7 +5,8 @@ preprocessor list is the course's, with three guarantees added if the config lac
 
 - ``ClearHiddenTestTracebacks`` (autograder.hidden._feedback: tracebacks neither quote a hidden-test
   line nor name the hidden checks) and nbgrader's ``ClearHiddenTests`` (drops the
-  ``### BEGIN/END HIDDEN TESTS`` region of each cell), in that order;
+  ``### BEGIN/END HIDDEN TESTS`` region of each grade or locked cell: ``ClearInstructorHiddenTests``),
+  in that order;
 - ``SanitizeStudentContent``: a submission's outputs and markdown are the student's, so nothing in them
   may run in the feedback page. Outputs keep only the MIME types in ``SAFE_OUTPUT_TYPES`` (no
   ``application/javascript``, no widget views or widget state), HTML/SVG/markdown outputs pass
@@ -35,6 +36,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from traitlets import Bool
 from traitlets.config import Config
 
 from autograder.course import load_course
@@ -71,6 +73,8 @@ def _instructor_cell(cell) -> bool:
 class SanitizeStudentContent(Preprocessor):
     """Nothing from a submission runs in its feedback page (see the module docstring)."""
 
+    enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
+
     def preprocess(self, nb, resources):
         nb.metadata.pop("widgets", None)
         return super().preprocess(nb, resources)
@@ -97,6 +101,8 @@ class CheckNoHiddenSource(Preprocessor):
     """Raise FeedbackLeak when instructor-derived text (source and error outputs of grade and locked
     cells) still shows hidden-check source; run after ClearHiddenTests."""
 
+    enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
+
     def preprocess_cell(self, cell, resources, index):
         if not _instructor_cell(cell):
             return cell, resources
@@ -109,6 +115,16 @@ class CheckNoHiddenSource(Preprocessor):
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", index)
             raise FeedbackLeak(f"cell {grade_id!r} would show hidden-check source ({found!r})")
         return cell, resources
+
+
+class ClearInstructorHiddenTests(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests on grade and locked cells only: a student's own cell that prints
+    ``BEGIN HIDDEN TESTS`` is the student's text (nbgrader would fail on its missing end marker)."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if not _instructor_cell(cell):
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
 
 
 class _GenerateFeedback(GenerateFeedback):
@@ -145,10 +161,12 @@ def feedback_config(base: Config) -> Config:
     config = copy.deepcopy(base)
     configured = list(config.GenerateFeedback.get(
         "preprocessors", [GetGrades, CSSHTMLHeaderPreprocessor]))
-    if ClearHiddenTests not in configured:
-        configured.insert(1, ClearHiddenTests)
+    if ClearHiddenTests in configured:  # on instructor cells only (ClearInstructorHiddenTests)
+        configured[configured.index(ClearHiddenTests)] = ClearInstructorHiddenTests
+    if ClearInstructorHiddenTests not in configured:
+        configured.insert(1, ClearInstructorHiddenTests)
     if ClearHiddenTestTracebacks not in configured:
-        configured.insert(configured.index(ClearHiddenTests), ClearHiddenTestTracebacks)
+        configured.insert(configured.index(ClearInstructorHiddenTests), ClearHiddenTestTracebacks)
     if SanitizeStudentContent not in configured:
         configured.insert(0, SanitizeStudentContent)
     if CheckNoHiddenSource in configured:
