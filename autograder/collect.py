@@ -12,18 +12,41 @@ Two layouts are recognised:
 Every notebook is checked before it is copied: it must be valid nbformat JSON and carry at least one
 grade id of the assignment's notebook in the gradebook. A file that fails is refused with a message
 naming it and why; the rest are collected. An existing submission is never overwritten without ``force``.
+
+What is offered is untrusted, and each offer (one student's folder or file) succeeds or fails alone:
+
+- **Files are never followed.** Only what ``lstat`` says is a regular file is copied, opened with
+  ``O_NOFOLLOW`` and checked again on the open descriptor; an offer holding a symbolic link, a device,
+  a FIFO or a socket is refused with a message naming that path.
+- **Zip archives are bounded** before anything is unpacked: at most ``MAX_MEMBERS`` members and
+  ``MAX_TOTAL_BYTES`` uncompressed in all (else the archive is refused); a member larger than
+  ``MAX_MEMBER_BYTES``, one above 1 MiB that expands more than ``MAX_RATIO`` times, a symbolic-link
+  member, or one with an absolute path or ``..`` is skipped with a reason. The bytes actually
+  decompressed are counted, so a member whose header lies about its size stops at the limit.
+- **An exchange folder is its owner's.** nbgrader's exchange names inbound folders
+  ``<student>+<assignment>+<timestamp>[+<random>]``, and the folder is created by the student's own
+  process, so it belongs to the student's uid. An inbound folder whose owner's user name is not the
+  student id in its name is refused (nbgrader's ``ExchangeCollect.check_owner`` only warns) — unless
+  it belongs to whoever runs ``collect`` (the instructor's own copy of the exchange), or
+  ``check_owner=False``. Of several offers of one student, the newest by timestamp is taken (as
+  ``nbgrader collect`` does); the older ones are listed as ``superseded``.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import shutil
+import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
+from nbgrader.utils import parse_utc
 
 from autograder.course import Course, load_course
 from autograder.errors import CollectError
@@ -33,14 +56,23 @@ DEFAULT_PATTERN = r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.\-]*)[_\-]"
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 INBOUND = re.compile(r"^(?P<student>[^+]+)\+(?P<assignment>[^+]+)\+(?P<timestamp>[^+]+)(\+.*)?$")
 
+# Limits on what an offered zip may hold (uncompressed bytes as actually decompressed).
+MAX_MEMBER_BYTES = 64 * 2**20  # one file: a notebook with outputs is rarely above a few MiB
+MAX_TOTAL_BYTES = 256 * 2**20  # the whole archive
+MAX_RATIO = 100  # uncompressed / compressed, for members above RATIO_FLOOR_BYTES
+RATIO_FLOOR_BYTES = 2**20
+MAX_MEMBERS = 10_000
+_CHUNK = 2**20
+
 
 @dataclass
 class CollectResult:
     """What ``collect`` did: submissions written, offers refused (with why), ones left alone."""
 
     collected: list[tuple[str, str]] = field(default_factory=list)  # (student, assignment)
-    refused: list[str] = field(default_factory=list)  # messages naming the file
+    refused: list[str] = field(default_factory=list)  # messages naming the file and why
     existing: list[tuple[str, str]] = field(default_factory=list)  # kept: already collected
+    superseded: list[str] = field(default_factory=list)  # older offers of a student: not taken
 
 
 @dataclass(frozen=True)
@@ -51,12 +83,18 @@ class _Offer:
     assignment: str
     files: dict[str, Path]  # name in submitted/<student>/<assignment>/ -> source file
     timestamp: str | None = None
+    where: Path | None = None  # the offered folder (None: a single file)
+    problem: str | None = None  # why the offer cannot be taken, found while reading it
 
 
 def collect(*, source: Path, assignment: str | None = None, course_root: Path = Path("."),
             db_url: str | None = None, pattern: str = DEFAULT_PATTERN,
-            force: bool = False) -> CollectResult:
-    """Import the submissions in ``source`` (a directory or a .zip) into the course's ``submitted/``."""
+            force: bool = False, check_owner: bool = True) -> CollectResult:
+    """Import the submissions in ``source`` (a directory or a .zip) into the course's ``submitted/``.
+
+    Each offer is taken or refused on its own (``CollectResult.refused`` says why); a CollectError is
+    raised only for what stops the whole run (no such source, a bad pattern, an archive over its
+    limits). ``check_owner``: refuse exchange folders owned by another user (module docstring)."""
     course = load_course(course_root, db_url=db_url)
     source = Path(source)
     if not source.exists():
@@ -69,31 +107,98 @@ def collect(*, source: Path, assignment: str | None = None, course_root: Path = 
         raise CollectError(f"--pattern {pattern!r} needs a (?P<student>...) group")
     if assignment is not None:
         course.require_assignment(assignment)
+    result = CollectResult()
     with tempfile.TemporaryDirectory(prefix="autograder-collect-") as tmp:
-        root = _unpack(source, Path(tmp)) if source.is_file() else source
-        result = CollectResult()
+        root = _unpack(source, Path(tmp), result) if source.is_file() else source
         def shown(path: Path) -> str:
             return _shown(path, root, source)
 
         offers = _find_offers(root, course, assignment=assignment, regex=regex, result=result,
                               shown=shown)
+        offers = _owned(offers, check_owner=check_owner and not source.is_file(), result=result)
+        offers = _newest(offers, result)
         expected = {name: _grade_ids(course, name) for name in {o.assignment for o in offers}}
         for offer in offers:
-            _take(course, offer, expected[offer.assignment], force=force, result=result,
-                  shown=shown)
+            try:
+                _take(course, offer, expected[offer.assignment], force=force, result=result,
+                      shown=shown)
+            except Exception as error:  # noqa: BLE001 - one offer's failure is that offer's alone
+                result.refused.append(f"{offer.student}/{offer.assignment}: could not be collected "
+                                      f"({type(error).__name__}: {str(error)[:200]})")
     return result
 
 
-def _unpack(archive: Path, into: Path) -> Path:
+def _unpack(archive: Path, into: Path, result: CollectResult) -> Path:
+    """Unpack the regular-file members of ``archive`` within the limits of the module docstring;
+    members that break a per-member rule are skipped with a reason in ``result.refused``."""
     if not zipfile.is_zipfile(archive):
         raise CollectError(f"{archive}: not a directory or a zip archive")
     with zipfile.ZipFile(archive) as zf:
-        for member in zf.namelist():
-            target = (into / member).resolve()
-            if not str(target).startswith(str(into.resolve())):
-                raise CollectError(f"{archive}: member {member!r} would unpack outside the archive")
-        zf.extractall(into)
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise CollectError(f"{archive}: {len(members)} members, more than the {MAX_MEMBERS} "
+                               "an offered archive may hold")
+        declared = sum(m.file_size for m in members)
+        if declared > MAX_TOTAL_BYTES:
+            raise CollectError(f"{archive}: {declared} bytes uncompressed, more than the "
+                               f"{MAX_TOTAL_BYTES} an offered archive may expand to")
+        total = 0
+        for member in members:
+            problem = _member_problem(member)
+            if problem is None:
+                try:
+                    total += _extract(zf, member, into, budget=MAX_TOTAL_BYTES - total)
+                except _TooLarge as error:
+                    problem = str(error)
+                except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+                    problem = f"cannot be unpacked ({type(error).__name__}: {str(error)[:120]})"
+            if problem:
+                result.refused.append(f"{archive.name}:{member.filename}: {problem}")
     return into
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _member_problem(member: zipfile.ZipInfo) -> str | None:
+    """Why a zip member is not unpacked (None: unpack it; directories need no unpacking)."""
+    name = member.filename
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
+        return "an absolute path or '..': would unpack outside the archive"
+    mode = stat.S_IFMT(member.external_attr >> 16)  # Unix file type (0: none recorded, a file)
+    if member.is_dir():
+        return None if not mode or stat.S_ISDIR(mode) else "a directory entry of another file type"
+    if mode and not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        return f"{kind} (only regular files are collected)"
+    if member.file_size > MAX_MEMBER_BYTES:
+        return f"{member.file_size} bytes uncompressed, more than the limit of {MAX_MEMBER_BYTES}"
+    if member.file_size > RATIO_FLOOR_BYTES and member.file_size > MAX_RATIO * max(member.compress_size, 1):
+        return (f"expands {member.file_size // max(member.compress_size, 1)} times, more than the "
+                f"limit of {MAX_RATIO} (a zip bomb?)")
+    return None
+
+
+def _extract(zf: zipfile.ZipFile, member: zipfile.ZipInfo, into: Path, *, budget: int) -> int:
+    """Write one regular-file member under ``into``, counting the bytes actually decompressed."""
+    if member.is_dir():
+        return 0
+    target = into / member.filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    limit = min(MAX_MEMBER_BYTES, budget)
+    written = 0
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out, zf.open(member) as data:
+        while chunk := data.read(_CHUNK):
+            written += len(chunk)
+            if written > limit:
+                out.close()
+                target.unlink()
+                raise _TooLarge(f"expands past {limit} bytes (the per-member or archive limit)")
+            out.write(chunk)
+    return written
 
 
 def _shown(path: Path, root: Path, source: Path) -> str:
@@ -107,22 +212,35 @@ def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: r
                  result: CollectResult, shown) -> list[_Offer]:
     known = set(course.gradebook_assignments())
     offers: list[_Offer] = []
-    nested = [p for p in root.glob("*/*") if p.is_dir() and p.name in known]
-    inbound = [p for p in root.iterdir() if p.is_dir() and INBOUND.match(p.name)]
-    if nested or inbound:  # nbgrader layouts
+    top = sorted(root.iterdir())
+    second = [q for p in top if _is_dir(p) for q in sorted(p.iterdir())]
+    nested = [p for p in second if p.name in known and _is_dir(p)]
+    inbound = [p for p in top if INBOUND.match(p.name) and _is_dir(p)]
+    if nested or inbound:  # nbgrader layouts: a link where a folder belongs is refused by name
+        for link in (p for p in [*top, *second] if p.is_symlink()):
+            result.refused.append(f"{shown(link)}: a symbolic link (only regular files and "
+                                  "folders are collected, links are never followed)")
         for folder in nested:
-            offers.append(_Offer(folder.parent.name, folder.name, _files_in(folder)))
+            files, problem = _files_in(folder, shown)
+            offers.append(_Offer(folder.parent.name, folder.name, files, where=folder,
+                                 problem=problem))
         for folder in inbound:
             match = INBOUND.match(folder.name)
-            offers.append(_Offer(match["student"], match["assignment"], _files_in(folder),
-                                 timestamp=match["timestamp"]))
+            files, problem = _files_in(folder, shown)
+            offers.append(_Offer(match["student"], match["assignment"], files,
+                                 timestamp=match["timestamp"], where=folder, problem=problem))
         if assignment is not None:
             offers = [o for o in offers if o.assignment == assignment]
         for offer in offers:
             if offer.assignment not in known:
                 result.refused.append(f"{offer.student}/{offer.assignment}: unknown assignment")
         return [o for o in offers if o.assignment in known]
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not _junk(p)):
+    for path, problem in _walk(root, shown):
+        if _junk(path.relative_to(root)):
+            continue
+        if problem:
+            result.refused.append(problem)
+            continue
         if path.suffix != ".ipynb":
             result.refused.append(f"{shown(path)}: not a notebook (expected a .ipynb file)")
             continue
@@ -147,9 +265,110 @@ def _junk(path: Path) -> bool:
     return any(part.startswith((".", "__MACOSX")) for part in path.parts) or path.name == "Thumbs.db"
 
 
-def _files_in(folder: Path) -> dict[str, Path]:
-    return {str(p.relative_to(folder)): p for p in folder.rglob("*")
-            if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+def _is_dir(path: Path) -> bool:
+    """A real directory (``lstat``: a link to one is not)."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _walk(top: Path, shown) -> list[tuple[Path, str | None]]:
+    """Every entry below ``top`` that is not a directory, in order, with why it cannot be collected
+    (None for a regular file). Links are reported, never followed."""
+    found: list[tuple[Path, str | None]] = []
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        dirs.sort()
+        for name in sorted([*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]):
+            path = Path(folder) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISREG(mode):
+                found.append((path, None))
+            else:
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else \
+                    "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or \
+                    stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+                found.append((path, f"{shown(path)}: {kind} (only regular files are collected, "
+                                    "links are never followed)"))
+    return found
+
+
+def _files_in(folder: Path, shown) -> tuple[dict[str, Path], str | None]:
+    """The regular files of an offered folder, and the first entry that refuses the whole offer."""
+    files: dict[str, Path] = {}
+    for path, problem in _walk(folder, shown):
+        if ".ipynb_checkpoints" in path.relative_to(folder).parts:
+            continue
+        if problem:
+            return files, problem
+        files[str(path.relative_to(folder))] = path
+    return files, None
+
+
+def _owned(offers: list[_Offer], *, check_owner: bool, result: CollectResult) -> list[_Offer]:
+    """The offers whose exchange folder belongs to the student it names (module docstring)."""
+    if not check_owner:
+        return offers
+    kept = []
+    for offer in offers:
+        if offer.timestamp is None or offer.where is None:  # not an exchange inbound folder
+            kept.append(offer)
+            continue
+        uid = offer.where.lstat().st_uid
+        if uid == os.geteuid():  # the collector's own copy of the exchange
+            kept.append(offer)
+            continue
+        try:
+            owner = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            owner = None
+        if owner == offer.student:
+            kept.append(offer)
+        else:
+            by = repr(owner) if owner else f"uid {uid} (no user name)"
+            result.refused.append(f"{offer.where}: claims to be {offer.student!r}'s submission but "
+                                  f"is owned by {by}; refused (check_owner)")
+    return kept
+
+
+def _newest(offers: list[_Offer], result: CollectResult) -> list[_Offer]:
+    """One offer per (student, assignment): the newest by exchange timestamp (others superseded)."""
+    groups: dict[tuple[str, str], list[tuple[datetime | None, _Offer]]] = {}
+    for offer in offers:
+        when = None
+        if offer.timestamp is not None:
+            try:
+                when = parse_utc(offer.timestamp)
+            except Exception:  # noqa: BLE001 - an unreadable timestamp refuses that offer only
+                result.refused.append(f"{offer.where}: timestamp {offer.timestamp!r} is not a date")
+                continue
+        groups.setdefault((offer.student, offer.assignment), []).append((when, offer))
+    kept = []
+    for (student, assignment), group in groups.items():
+        if len(group) > 1 and any(when is None for when, _ in group):
+            result.refused.append(f"{student}/{assignment}: offered {len(group)} times, not all "
+                                  "with an exchange timestamp; none taken")
+            continue
+        group.sort(key=lambda item: item[0] or datetime.min)
+        kept.append(group[-1][1])
+        result.superseded += [f"{o.where}: older than {group[-1][1].where}" for _, o in group[:-1]]
+    return kept
+
+
+def _read_regular(path: Path, shown) -> bytes:
+    """The bytes of ``path`` if it is a regular file (no link followed, checked on the descriptor)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CollectError(f"{shown(path)}: not a regular file")
+        if info.st_size > MAX_MEMBER_BYTES:
+            raise CollectError(f"{shown(path)}: {info.st_size} bytes, more than the limit of "
+                               f"{MAX_MEMBER_BYTES}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_MEMBER_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def course_notebooks(course: Course, assignment: str) -> list[str]:
@@ -166,14 +385,26 @@ def _grade_ids(course: Course, assignment: str) -> dict[str, set[str]]:
 
 def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force: bool,
           result: CollectResult, shown) -> None:
+    if offer.problem:
+        result.refused.append(offer.problem)
+        return
+    if not offer.files:
+        result.refused.append(f"{offer.where}: no files")
+        return
     if not STUDENT_ID.match(offer.student):
         result.refused.append(f"{shown(next(iter(offer.files.values())))}: student id "
                               f"{offer.student!r} may hold only letters, digits, '_', '.', '-'")
         return
+    contents: dict[str, bytes] = {}
     for name, path in offer.files.items():
+        try:
+            contents[name] = _read_regular(path, shown)
+        except (CollectError, OSError) as error:
+            result.refused.append(f"{shown(path)}: cannot be read safely ({error})")
+            return
         if not name.endswith(".ipynb"):
             continue
-        problem = _notebook_problem(path, Path(name).stem, offer.assignment, expected)
+        problem = _notebook_problem(contents[name], Path(name).stem, offer.assignment, expected)
         if problem:
             result.refused.append(f"{shown(path)}: {problem}")
             return
@@ -184,25 +415,33 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for name, path in offer.files.items():
+    for name, data in contents.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest / name)
+        (dest / name).write_bytes(data)
     if offer.timestamp and not (dest / "timestamp.txt").exists():
         (dest / "timestamp.txt").write_text(offer.timestamp)
     result.collected.append((offer.student, offer.assignment))
 
 
-def _notebook_problem(path: Path, notebook: str, assignment: str,
+def _notebook_problem(data: bytes, notebook: str, assignment: str,
                       expected: dict[str, set[str]]) -> str | None:
-    """Why ``path`` is not a notebook of ``assignment`` (None when it is)."""
+    """Why ``data`` is not a notebook of ``assignment`` (None when it is)."""
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        cells = nb.get("cells") if isinstance(nb, dict) else None
+        if not isinstance(cells, list):
+            raise ValueError("no list of cells")
     except Exception as error:  # noqa: BLE001 - any parse failure is a refusal
         return f"not a Jupyter notebook ({type(error).__name__}: {str(error)[:120]})"
     if notebook not in expected:
         return (f"{assignment} has no notebook named {notebook!r} "
                 f"(expected {', '.join(sorted(expected))})")
-    ids = {cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells} - {None}
+    ids = set()
+    for cell in cells:
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str):
+            ids.add(meta["grade_id"])
     if not ids & expected[notebook]:
         sample = ", ".join(sorted(expected[notebook])[:3])
         return (f"not a notebook of {assignment}: none of its cells carries a grade id of "

@@ -30,3 +30,13 @@ class PublishError(AutograderError):
 
 class SlurmError(AutograderError):
     """Slurm refused a submission, or a run's folder is in use by another run."""
+
+
+class ReleaseError(AutograderError, RuntimeError):
+    """A source or a release step is not what the release pipeline expects (message names the file).
+    Also a RuntimeError, as it was before it joined this hierarchy."""
+
+
+class SampleError(AutograderError, ValueError):
+    """A catalogue or replacement does not fit the assignment (the message says which and why).
+    Also a ValueError, as it was before it joined this hierarchy."""

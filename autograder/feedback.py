@@ -1,11 +1,25 @@
-"""Per-student HTML feedback through nbgrader's GenerateFeedback, without hidden-check source.
+"""Per-student HTML feedback through nbgrader's GenerateFeedback: no hidden-check source, no student script.
 
 nbgrader's converter writes ``feedback/<student>/<assignment>/<notebook>.html`` as usual. Its
-preprocessor list is the course's, with two guarantees added if the config lacks them:
-``HideCheckFrames`` (a traceback that quotes a hidden-test line or mentions the hidden checks shows only
-its last line) and ``ClearHiddenTests`` (drops the ``### BEGIN/END HIDDEN TESTS`` region of each cell). Every HTML
-file written is then scanned, and ``FeedbackLeak`` is raised naming any file that still shows
-hidden-check source.
+preprocessor list is the course's, with three guarantees added if the config lacks them:
+
+- ``ClearHiddenTestTracebacks`` (autograder.hidden._feedback: tracebacks neither quote a hidden-test
+  line nor name the hidden checks) and nbgrader's ``ClearHiddenTests`` (drops the
+  ``### BEGIN/END HIDDEN TESTS`` region of each grade or locked cell: ``ClearInstructorHiddenTests``),
+  in that order;
+- ``SanitizeStudentContent``: a submission's outputs and markdown are the student's, so nothing in them
+  may run in the feedback page. Outputs keep only the MIME types in ``SAFE_OUTPUT_TYPES`` (no
+  ``application/javascript``, no widget views or widget state), HTML/SVG/markdown outputs pass
+  nbconvert's sanitizer (``HTMLExporter.sanitize_html``), and markdown cells holding raw HTML are
+  rendered and sanitized before nbgrader's feedback template (which does not sanitize them) sees them;
+- ``CheckNoHiddenSource`` (last): instructor-derived text — the source and error outputs of grade and
+  locked cells — must show no hidden-check source (``autograder.source.HIDDEN_SOURCE_TEXT``: the
+  hidden-test markers, the checks' module path); a student's own cell printing ``BEGIN HIDDEN TESTS``
+  is the student's text and never counts.
+
+A student whose feedback fails (a leak, an unreadable notebook, any exception) fails alone: nbgrader
+removes that student's page, the others are written, and ``feedback`` returns the pages with a
+``failed`` list of ``(assignment, student, reason)``.
 """
 
 from __future__ import annotations
@@ -17,103 +31,185 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbconvert.filters import clean_html, markdown2html
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from traitlets import Bool
 from traitlets.config import Config
 
 from autograder.course import load_course
 from autograder.errors import AutograderError
+from autograder.hidden._feedback import ClearHiddenTestTracebacks
+from autograder.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
 
-HIDDEN_MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "autograder.hidden", "autograder/hidden")
+HIDDEN_MARKERS = HIDDEN_SOURCE_TEXT  # what feedback must never show (autograder.source)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What a feedback page may render from a student's output (each is escaped or sanitized by nbconvert).
+SAFE_OUTPUT_TYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex",
+                               "image/png", "image/jpeg", "image/svg+xml"})
 
 
 class FeedbackLeak(AutograderError):
     """A feedback file would show hidden-check source to a student."""
 
 
-class HideCheckFrames(NbGraderPreprocessor):
-    """Collapse to its final line any error traceback that quotes a hidden-test line of its cell or
-    mentions the hidden checks (runs before ClearHiddenTests, while the hidden region is still there)."""
+class FeedbackPages(list):
+    """The feedback HTML files written (a list of paths), plus ``failed``: one
+    ``(assignment, student, reason)`` for each student whose feedback could not be written."""
+
+    def __init__(self, pages=(), failed=()):
+        super().__init__(pages)
+        self.failed: list[tuple[str, str, str]] = list(failed)
+
+
+def _instructor_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return isinstance(meta, dict) and bool(meta.get("grade") or (meta.get("locked")
+                                                                 and not meta.get("solution")))
+
+
+class SanitizeStudentContent(Preprocessor):
+    """Nothing from a submission runs in its feedback page (see the module docstring)."""
+
+    enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
-        hidden = _hidden_lines(cell.get("source", ""))
-        for output in cell.get("outputs", []):
-            if output.get("output_type") != "error":
-                continue
-            text = _ANSI.sub("", "\n".join(output.get("traceback", [])))
-            if any(m in text for m in HIDDEN_MARKERS) or any(line in text for line in hidden):
-                output["traceback"] = [f"{output['ename']}: {output['evalue']}"]
+        cell.pop("attachments", None)
+        if cell.cell_type == "code":
+            for output in cell.get("outputs", []):
+                if "data" in output:
+                    output["data"] = {k: v for k, v in output["data"].items() if k in SAFE_OUTPUT_TYPES}
+                output["metadata"] = {}
+        elif cell.cell_type == "markdown" and ("<" in cell.source or "javascript:" in cell.source.lower()):
+            # rendered and sanitized here, kept on one line so the template's markdown pass leaves it be
+            cleaned = clean_html(markdown2html(cell.source)).replace("\n", "&#10;")
+            cell.source = f"<div>{cleaned}</div>"
+        elif cell.cell_type == "raw":
+            cell.metadata.pop("raw_mimetype", None)
+            cell.metadata.pop("format", None)
+            cell.source = clean_html(cell.source)
         return cell, resources
 
 
-def _hidden_lines(source: str) -> list[str]:
-    """Non-trivial code lines between the hidden-test markers of ``source``."""
-    lines, inside = [], False
-    for line in source.splitlines():
-        if "BEGIN HIDDEN TESTS" in line:
-            inside = True
-        elif "END HIDDEN TESTS" in line:
-            inside = False
-        elif inside and len(line.strip()) > 3:
-            lines.append(line.strip())
-    return lines
+class CheckNoHiddenSource(Preprocessor):
+    """Raise FeedbackLeak when instructor-derived text (source and error outputs of grade and locked
+    cells) still shows hidden-check source; run after ClearHiddenTests."""
+
+    enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if not _instructor_cell(cell):
+            return cell, resources
+        texts = [cell.get("source", "")]
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                texts += [str(output.get("evalue", "")), *map(str, output.get("traceback", []))]
+        found = shows_hidden_source(_ANSI.sub("", "\n".join(texts)))
+        if found:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", index)
+            raise FeedbackLeak(f"cell {grade_id!r} would show hidden-check source ({found!r})")
+        return cell, resources
+
+
+class ClearInstructorHiddenTests(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests on grade and locked cells only: a student's own cell that prints
+    ``BEGIN HIDDEN TESTS`` is the student's text (nbgrader would fail on its missing end marker)."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if not _instructor_cell(cell):
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
+
+
+class _GenerateFeedback(GenerateFeedback):
+    """nbgrader's converter, remembering which student's notebook failed and why (it logs the
+    traceback, removes that student's feedback and goes on with the others, then raises)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.failures: list[tuple[str, str, str]] = []
+        self._current = ("?", "?")
+
+    def init_destination(self, assignment_id, student_id):
+        self._current = (assignment_id, student_id)
+        try:
+            return super().init_destination(assignment_id, student_id)
+        except Exception as error:
+            self._fail(error)
+            raise
+
+    def convert_single_notebook(self, notebook_filename):
+        try:
+            super().convert_single_notebook(notebook_filename)
+        except Exception as error:
+            self._fail(error, Path(notebook_filename).name)
+            raise
+
+    def _fail(self, error: BaseException, notebook: str | None = None) -> None:
+        where = f"{notebook}: " if notebook else ""
+        self.failures.append((*self._current, f"{where}{type(error).__name__}: {error}"[:500]))
 
 
 def feedback_config(base: Config) -> Config:
-    """The course config with GenerateFeedback guaranteed to clear hidden tests and check frames."""
+    """The course config with GenerateFeedback guaranteed to hide hidden tests and student script."""
     config = copy.deepcopy(base)
     configured = list(config.GenerateFeedback.get(
         "preprocessors", [GetGrades, CSSHTMLHeaderPreprocessor]))
-    if ClearHiddenTests not in configured:
-        configured.insert(1, ClearHiddenTests)
-    if HideCheckFrames not in configured:
-        configured.insert(configured.index(ClearHiddenTests), HideCheckFrames)
+    if ClearHiddenTests in configured:  # on instructor cells only (ClearInstructorHiddenTests)
+        configured[configured.index(ClearHiddenTests)] = ClearInstructorHiddenTests
+    if ClearInstructorHiddenTests not in configured:
+        configured.insert(1, ClearInstructorHiddenTests)
+    if ClearHiddenTestTracebacks not in configured:
+        configured.insert(configured.index(ClearInstructorHiddenTests), ClearHiddenTestTracebacks)
+    if SanitizeStudentContent not in configured:
+        configured.insert(0, SanitizeStudentContent)
+    if CheckNoHiddenSource in configured:
+        configured.remove(CheckNoHiddenSource)
+    configured.append(CheckNoHiddenSource)
     config.GenerateFeedback.preprocessors = configured
     config.ClearHiddenTests.enforce_metadata = False  # feedback is not a release: don't re-validate
+    config.HTMLExporter.sanitize_html = True  # student HTML, SVG and markdown outputs: no script
     return config
 
 
 def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str] | None = None,
              course_root: Path = Path("."), db_url: str | None = None,
-             force: bool = True) -> list[Path]:
-    """Write HTML feedback for autograded submissions; return the HTML files of those assignments.
+             force: bool = True) -> FeedbackPages:
+    """Write HTML feedback for autograded submissions; return the HTML files of those assignments
+    (``.failed`` lists the students whose feedback failed, with why; the others are written).
 
     ``assignments``: default every assignment with autograded submissions; ``students``: default all.
     """
     course = load_course(course_root, db_url=db_url)
     names = list(assignments) if assignments else _autograded_assignments(course)
     written: list[Path] = []
+    failed: list[tuple[str, str, str]] = []
     for name in names:
         course.require_assignment(name)
         for student in (students or ["*"]):
             config = feedback_config(course.config)
             config.CourseDirectory.assignment_id = name
             config.CourseDirectory.student_id = student
-            converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+            converter = _GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
             converter.force = force
             try:
                 converter.start()
             except Exception as error:  # nbgrader raises NbGraderException after logging
-                raise AutograderError(f"nbgrader generate_feedback {name} (student {student}) "
-                                      f"failed: {error}") from None
+                if not converter.failures:  # not one student's: the run itself cannot go on
+                    raise AutograderError(f"nbgrader generate_feedback {name} (student {student}) "
+                                          f"failed: {error}") from None
+            failed += converter.failures
         pattern = course.coursedir.format_path(course.coursedir.feedback_directory, "*", name)
         written += sorted(Path(p) for p in glob.glob(os.path.join(pattern, "*.html")))
     if students:
         written = [p for p in written if any(f"/{s}/" in str(p) for s in students)]
-    for path in written:
-        check_no_hidden_source(path)
-    return written
-
-
-def check_no_hidden_source(path: Path) -> None:
-    """Raise FeedbackLeak if the HTML at ``path`` shows hidden-test markers or check source."""
-    text = _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
-    found = [marker for marker in HIDDEN_MARKERS if marker in text]
-    if found:
-        raise FeedbackLeak(f"{path}: feedback shows hidden-check source ({', '.join(found)})")
+    return FeedbackPages(written, failed)
 
 
 def _autograded_assignments(course) -> list[str]:

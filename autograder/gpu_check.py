@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
@@ -27,51 +26,23 @@ from typing import Any
 import torch
 
 from autograder import ALLOW_CPU_ENV
+from autograder.source import (
+    ASSIGNMENTS,
+    HIDDEN_CHECKS_PACKAGE,
+    SourceCell,
+    read_source_cells,
+    source_path,
+)
 
-CELL_MARKER = "# %%"
-NBGRADER_PREFIX = "nbgrader="
+# SourceCell and read_source_cells are autograder.source's (the one py:percent reader), named here too.
+__all__ = ["GPU_CHECKS", "Check", "SourceCell", "hidden_calls", "main", "read_source_cells",
+           "reference_namespace", "run_check", "source_file"]
 
-
-@dataclass(frozen=True)
-class SourceCell:
-    """One cell of a py:percent exercise source: its nbgrader metadata and its text."""
-
-    kind: str  # "code" or "markdown"
-    meta: dict[str, Any]
-    source: str
-
-    @property
-    def grade_id(self) -> str:
-        return self.meta["grade_id"]
-
-
-def read_source_cells(path: Path) -> list[SourceCell]:
-    """Split a jupytext py:percent file into cells; every cell header must carry nbgrader metadata."""
-    cells: list[SourceCell] = []
-    header: str | None = None
-    body: list[str] = []
-
-    def close() -> None:
-        if header is None:
-            return
-        kind = "markdown" if header.startswith(f"{CELL_MARKER} [markdown]") else "code"
-        if NBGRADER_PREFIX not in header:
-            raise ValueError(f"{path}: cell header {header!r} has no nbgrader={{...}} metadata")
-        meta = json.loads(header.split(NBGRADER_PREFIX, 1)[1])
-        cells.append(SourceCell(kind, meta, "\n".join(body).strip("\n")))
-
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.startswith(CELL_MARKER):
-            close()
-            header, body = line, []
-        elif header is not None:
-            body.append(line)
-    close()
-    return cells
 
 
 def source_file(assignment: str, course_root: Path) -> Path:
-    return Path(course_root) / "solutions" / assignment / f"{assignment}.py"
+    """The exercise source of ``assignment`` (``autograder.source.source_path``)."""
+    return source_path(assignment, course_root=course_root)
 
 
 def reference_namespace(assignment: str, *, course_root: Path = Path("."),
@@ -126,7 +97,7 @@ def hidden_calls(assignment: str, course_root: Path) -> list[Check]:
         module = None
         for line in cell.source.splitlines():
             line = line.strip()
-            if line.startswith("from autograder.hidden import ") and " as _hidden" in line:
+            if line.startswith(f"from {HIDDEN_CHECKS_PACKAGE} import ") and " as _hidden" in line:
                 module = line.split("import ", 1)[1].split(" as ")[0].strip()
             elif line.startswith("_hidden.check_") and module:
                 function, rest = line[len("_hidden."):].split("(", 1)
@@ -152,7 +123,7 @@ def run_check(check: Check, course_root: Path, namespaces: dict[str, dict[str, A
         if check.assignment not in namespaces:
             namespaces[check.assignment] = reference_namespace(check.assignment, course_root=course_root)
         target = namespaces[check.assignment][check.target]
-        check_function = getattr(importlib.import_module(f"autograder.hidden.{check.module}"), check.function)
+        check_function = getattr(importlib.import_module(f"{HIDDEN_CHECKS_PACKAGE}.{check.module}"), check.function)
         started = time.perf_counter()  # time the check itself, not loading the reference
         check_function(target)
         result = "passed"
@@ -203,8 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     checks = list(GPU_CHECKS)
     if args.all:
-        for assignment in ("01_strides", "02_einops", "03_flops", "04_adagrad", "05_get_batch",
-                           "06_mixed_precision"):
+        for assignment in ASSIGNMENTS:
             if source_file(assignment, args.course_root).is_file():
                 checks += [c for c in hidden_calls(assignment, args.course_root) if not c.gpu]
     namespaces: dict[str, dict[str, Any]] = {}

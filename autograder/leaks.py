@@ -35,19 +35,21 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from autograder.errors import PublishError
+from autograder.source import (
+    HIDDEN_CHECKS_DIR,
+    HIDDEN_SOURCE_TEXT,
+    SOLUTION_MARKERS,
+    SOURCES_GLOB,
+    regions,
+)
 
-SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-HIDDEN_TEST_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-HIDDEN_CHECKS_DIR = Path("autograder") / "hidden"
-SOURCES_GLOB = "solutions/*/*.py"
 LECTURE_GLOBS = ("intro.md", "chapters/*.md", "chapters/*.py")  # the pages and their helpers
 
 # Shorter than this (whitespace collapsed) is generic code: `return x`, `pass`, `)`, `n = len(xs)`.
 MIN_CHARS = 16
 # Text that only the instructor's material holds (region markers, the hidden checks' import path).
 INSTRUCTOR_ONLY_TEXT = (
-    "BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
-    "autograder.hidden", "autograder/hidden", "tests/catalogue",
+    *(m.removeprefix("### ") for m in SOLUTION_MARKERS), *HIDDEN_SOURCE_TEXT, "tests/catalogue",
 )
 # File or folder names that belong to the instructor's repository only (any path component).
 INSTRUCTOR_ONLY_NAMES = frozenset({
@@ -111,15 +113,10 @@ def course_secrets(course_root: Path = Path(".")) -> dict[str, Secret]:
         raise PublishError(f"{root.resolve()}: no exercise sources ({SOURCES_GLOB}) to take the "
                            "secrets from; pass the course root")
     for source in sources:
-        region: str | None = None
-        for number, raw in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
+        for index, raw, region in regions(source.read_text(encoding="utf-8").splitlines()):
             text = normalize(raw)
-            if text in (SOLUTION_MARKERS[0], HIDDEN_TEST_MARKERS[0]):
-                region = "solution" if text == SOLUTION_MARKERS[0] else "hidden test"
-            elif text in (SOLUTION_MARKERS[1], HIDDEN_TEST_MARKERS[1]):
-                region = None
-            elif region:
-                add(text, region, f"{source.relative_to(root)}:{number}")
+            if region:
+                add(text, region, f"{source.relative_to(root)}:{index + 1}")
             else:
                 shown.add(text)
     for module in sorted((root / HIDDEN_CHECKS_DIR).glob("*.py")):

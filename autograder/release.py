@@ -20,27 +20,22 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-ASSIGNMENTS: tuple[str, ...] = (
-    "01_strides",
-    "02_einops",
-    "03_flops",
-    "04_adagrad",
-    "05_get_batch",
-    "06_mixed_precision",
+from autograder.errors import ReleaseError
+from autograder.source import (
+    ASSIGNMENTS,
+    RELEASE_DIR,
+    SOURCE_DIR,
+    read_source_cells,
+    release_path,
+    source_path,
 )
-SOURCE_DIR = "solutions"
-RELEASE_DIR = "exercises"
+
 NBGRADER_KEYS = ("grade", "grade_id", "locked", "schema_version", "solution", "task")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
-
-
-class ReleaseError(RuntimeError):
-    """A source or a release step is not what the release pipeline expects (message names the file)."""
 
 
 def available_assignments(course_root: Path = Path(".")) -> list[str]:
@@ -48,22 +43,15 @@ def available_assignments(course_root: Path = Path(".")) -> list[str]:
     return [a for a in ASSIGNMENTS if source_path(a, course_root=course_root).is_file()]
 
 
-def source_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
-    """``solutions/<assignment>/<assignment>.py`` under ``course_root``."""
-    return Path(course_root) / SOURCE_DIR / assignment / f"{assignment}.py"
-
-
-def release_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
-    """``exercises/<assignment>/<assignment>.ipynb`` under ``course_root``."""
-    return Path(course_root) / RELEASE_DIR / assignment / f"{assignment}.ipynb"
-
-
 def source_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
-    """Read the jupytext source of ``assignment`` into a normalized, validated nbgrader notebook."""
+    """Read the jupytext source of ``assignment`` into a normalized, validated nbgrader notebook
+    (``autograder.source.read_source_cells`` reads it as jupytext does; a test holds them equal)."""
     path = source_path(assignment, course_root=course_root)
     if not path.is_file():
         raise ReleaseError(f"{assignment}: no source at {path} (expected a jupytext py:percent file)")
-    nb = jupytext.read(path, fmt="py:percent")
+    new_cell = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}
+    nb = nbformat.v4.new_notebook(cells=[new_cell[cell.kind](cell.source, metadata={"nbgrader": cell.meta})
+                                         for cell in read_source_cells(path)])
     return _normalize(nb, path)
 
 

@@ -21,15 +21,12 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.release import ASSIGNMENTS, release_path, source_notebook
+from autograder.errors import SampleError
+from autograder.release import source_notebook
+from autograder.source import ASSIGNMENTS, hidden_region, release_path, strip_solution_markers
 
-SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 CATALOGUE_DIR = Path("tests") / "catalogue"
 REFERENCE_STUDENT = "reference"
-
-
-class SampleError(ValueError):
-    """A catalogue or replacement does not fit the assignment (the message says which and why)."""
 
 
 def _check_assignment(assignment: str) -> None:
@@ -42,14 +39,10 @@ def reference_solutions(assignment: str, *, course_root: Path = Path(".")) -> di
     _check_assignment(assignment)
     nb = source_notebook(assignment, course_root=course_root)
     return {
-        cell.metadata["nbgrader"]["grade_id"]: _strip_markers(cell.source)
+        cell.metadata["nbgrader"]["grade_id"]: strip_solution_markers(cell.source)
         for cell in nb.cells
         if cell.cell_type == "code" and cell.metadata["nbgrader"].get("solution")
     }
-
-
-def _strip_markers(source: str) -> str:
-    return "\n".join(line for line in source.split("\n") if line.strip() not in SOLUTION_MARKERS)
 
 
 def reference_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
@@ -166,9 +159,6 @@ def write_catalogue_submissions(
 
 # --- running hidden checks in-process (no nbgrader, no kernel) -------------------------------------
 
-HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-
-
 def hidden_regions(assignment: str, *, course_root: Path = Path(".")) -> dict[str, str]:
     """grade_id -> code of the hidden-test region of each grade cell of the source (in order)."""
     _check_assignment(assignment)
@@ -176,10 +166,9 @@ def hidden_regions(assignment: str, *, course_root: Path = Path(".")) -> dict[st
     for cell in source_notebook(assignment, course_root=course_root).cells:
         meta = cell.metadata["nbgrader"]
         if cell.cell_type == "code" and meta.get("grade"):
-            lines = cell.source.split("\n")
-            marks = [i for i, line in enumerate(lines) if line.strip() in HIDDEN_MARKERS]
-            if len(marks) == 2:
-                regions[meta["grade_id"]] = "\n".join(lines[marks[0] + 1 : marks[1]])
+            region = hidden_region(cell.source)
+            if region is not None:
+                regions[meta["grade_id"]] = region
     return regions
 
 
@@ -192,7 +181,7 @@ def solution_namespace(
     nb = source_notebook(assignment, course_root=course_root)
     cells = [c for c in nb.cells if c.cell_type == "code" and not c.metadata["nbgrader"].get("grade")]
     for cell in cells:
-        cell.source = _strip_markers(cell.source)
+        cell.source = strip_solution_markers(cell.source)
     for name, code in (replace or {}).items():
         target = _defining_cell(nbformat.v4.new_notebook(cells=cells), name)
         if target is None:
