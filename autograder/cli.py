@@ -24,6 +24,12 @@ from pathlib import Path
 from autograder.errors import AutograderError
 
 
+def plain(text: str) -> str:
+    """Untrusted text made safe for a terminal: control characters (escape sequences that set the
+    window title or the clipboard, carriage returns that overwrite a line) shown escaped."""
+    return "".join(c if c.isprintable() or c in "\t" else repr(c)[1:-1] for c in str(text))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autograder",
@@ -44,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", default=None,
                    help="regex with a (?P<student>...) group, matched against LMS file names")
     p.add_argument("--force", action="store_true", help="overwrite submissions already collected")
+    p.add_argument("--no-check-owner", action="store_true",
+                   help="accept exchange folders whatever user owns them")
 
     p = sub.add_parser("grade", help="autograde submissions into the gradebook")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
@@ -144,16 +152,19 @@ def _collect(args) -> int:
     from autograder.collect import DEFAULT_PATTERN, collect
 
     result = collect(source=args.source, assignment=args.assignment, course_root=args.course_root,
-                     db_url=args.db_url, pattern=args.pattern or DEFAULT_PATTERN, force=args.force)
+                     db_url=args.db_url, pattern=args.pattern or DEFAULT_PATTERN, force=args.force,
+                     check_owner=not args.no_check_owner)
     for student, assignment in result.collected:
         print(f"collected {assignment}/{student}")
     for student, assignment in result.existing:
         print(f"kept      {assignment}/{student}: already collected (--force to overwrite)")
+    for message in result.superseded:
+        print(f"superseded {plain(message)}")
     for message in result.refused:
-        print(f"refused   {message}", file=sys.stderr)
+        print(f"refused   {plain(message)}", file=sys.stderr)
     print(f"{len(result.collected)} collected, {len(result.existing)} kept, "
           f"{len(result.refused)} refused")
-    return 1 if result.refused else 0
+    return 0  # a refused offer is that offer's problem, listed with its reason; the run succeeded
 
 
 def _grade(args) -> int:
@@ -181,19 +192,21 @@ def _grade(args) -> int:
 def print_summary(summary) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    graded = [r for r in summary.results if r.status != "skipped"]
+    graded = [r for r in summary.results if r.status != "skipped" or r.reasons]
     if graded:
         table = Table("assignment", "student", "score", "seconds", "problems")
         for r in sorted(graded, key=lambda r: (r.assignment, r.student)):
             score = f"{r.score:g}/{r.max_score:g}" if r.score is not None else r.status
-            table.add_row(r.assignment, r.student, score, f"{r.seconds:.1f}",
-                          "; ".join(r.reasons))
+            # a student's text is plain text: no markup, no terminal control sequences
+            table.add_row(*(Text(plain(cell)) for cell in (
+                r.assignment, r.student, score, f"{r.seconds:.1f}", "; ".join(r.reasons))))
         Console().print(table)
     over = [r for r in summary.results if r.score is not None and r.max_score is not None
             and r.score > r.max_score]
     for r in over:
-        print(f"WARNING {r.assignment}/{r.student}: score {r.score:g} is above the maximum "
+        print(f"WARNING {r.assignment}/{plain(r.student)}: score {r.score:g} is above the maximum "
               f"{r.max_score:g} (extra credit in the gradebook?)", file=sys.stderr)
     count = summary.count("graded")
     rate = 60 * count / summary.seconds if summary.seconds and count else 0.0
@@ -209,7 +222,10 @@ def _feedback(args) -> int:
                      course_root=args.course_root, db_url=args.db_url)
     for page in pages:
         print(f"feedback {page}")
-    print(f"{len(pages)} feedback files, none showing hidden-check source")
+    for assignment, student, why in pages.failed:
+        print(f"failed   {assignment}/{plain(student)}: {plain(why)}", file=sys.stderr)
+    print(f"{len(pages)} feedback files, none showing hidden-check source; "
+          f"{len(pages.failed)} student(s) failed")
     return 0
 
 
@@ -287,15 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except AutograderError as error:
-        print(f"autograder {args.command}: error: {error}", file=sys.stderr)
+        print(f"autograder {args.command}: error: {plain(str(error))}", file=sys.stderr)
         return 1
-    except Exception as error:
-        from autograder.release import ReleaseError
-
-        if isinstance(error, ReleaseError):
-            print(f"autograder {args.command}: error: {error}", file=sys.stderr)
-            return 1
-        raise
 
 
 if __name__ == "__main__":

@@ -106,4 +106,6 @@ def load_course(course_root: Path | str = ".", *, db_url: str | None = None) -> 
     if db_url is not None:
         config.CourseDirectory.db_url = db_url
     coursedir = CourseDirectory(config=config)
+    if str(root) not in sys.path:  # as nbgrader's init_syspath: course-local plugins import
+        sys.path.insert(0, str(root))
     return Course(root=root, config=config, coursedir=coursedir)

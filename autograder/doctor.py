@@ -137,7 +137,8 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
         return False
     venv = {Path(p).name for p in python_dirs() if Path(p).parent == Path(course_root).resolve()}
     leaked = [name for name in probe["course_entries"] if name not in venv]
-    ok = probe["network"].startswith("closed") and not leaked and probe["processes"] < 10
+    isolated = bool(box.info.get("isolated"))
+    ok = probe["network"].startswith("closed") and not leaked and probe["processes"] < 10 and isolated
     result.add("sandbox", f"{'works' if ok else 'LEAKS'}: bubblewrap, warm in {ready:.1f} s")
     result.add("sandbox network", f"{probe['network']} (a listener on 127.0.0.1 of this machine)")
     seen = f"VISIBLE: {', '.join(leaked)}" if leaked else \
@@ -146,6 +147,9 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
                "user namespace")
     result.add("sandbox processes", f"{probe['processes']} visible (its own PID namespace); limit: "
                f"{ProcessLimit.describe()}")
+    result.add("sandbox notebooks", "each in its own user and PID namespace: no signal reaches the "
+               "template or another notebook" if isolated else
+               "NOT ISOLATED from their template (nested namespaces refused by this kernel)")
     return ok
 
 

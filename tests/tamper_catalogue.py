@@ -15,6 +15,8 @@ and a file that a daemon tries to write on the grading machine).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 
 from autograder import samples
@@ -216,6 +218,106 @@ for _fd in map(int, _os.listdir("/proc/self/fd")):
     _sock.send(b"H" + _json.dumps({"kind": "exited", "status": {"how": "exited", "code": 0}, "blobs": []}).encode())
     _sock.detach()
 '''},
+    {"name": "skip_execution_tags", "class": "grade cells skipped by the submission's metadata",
+     "base": "stub", "mutate": "tag_every_cell_skip", "code": "pass"},
+    {"name": "display_then_raise", "class": "a grade cell's result forged by the submission's outputs",
+     "base": "stub", "code": '''
+import sys as _sys
+from IPython.display import display as _display
+def _forged(*args, **kwargs):
+    _sys.displayhook(10)  # an execute_result: nbgrader reads a grade cell's points from the first
+    _display({"text/plain": "10"}, raw=True)
+    raise NotImplementedError()
+_names = ["contiguous_strides", "flat_index", "transpose_metadata", "select_metadata",
+          "is_contiguous", "gather_view"]
+get_ipython().events.register("post_run_cell",
+                              lambda result: get_ipython().user_ns.update(dict.fromkeys(_names, _forged)))
+'''},
+    {"name": "template_and_control_socket", "class": "reaching the sandbox's template or control socket",
+     "base": "stub", "code": '''
+import ctypes as _ctypes, json as _json, os as _os, signal as _signal, socket as _socket
+_libc = _ctypes.CDLL(None, use_errno=True)
+_reached = []
+for _fd in range(3, 256):  # every inherited descriptor: the template's control socket among them
+    try:
+        _sock = _socket.socket(fileno=_os.dup(_fd))
+    except OSError:
+        continue
+    try:
+        if _sock.type == _socket.SOCK_SEQPACKET:
+            _sock.send(b"H" + _json.dumps({"kind": "done", "job": 2, "blobs": []}).encode())
+            _sock.send(b"H" + b"[" * 30_000 + b"]" * 30_000)  # a JSON nesting bomb
+            _reached.append(_fd)
+    except OSError:
+        pass
+    finally:
+        _sock.detach()
+for _pid in [p for p in _os.listdir("/proc") if p.isdigit()]:  # stop the sandbox's template
+    try:
+        if b"kernel.py" not in open(f"/proc/{_pid}/cmdline", "rb").read() or int(_pid) == _os.getpid():
+            continue
+    except OSError:
+        continue
+    try:
+        _os.kill(int(_pid), _signal.SIGSTOP)
+        _reached.append(("kill", _pid))
+    except OSError:
+        pass
+    try:  # and through a pidfd on its /proc folder
+        _dir = _os.open(f"/proc/{_pid}", _os.O_RDONLY | _os.O_DIRECTORY)
+        if _libc.syscall(424, _dir, int(_signal.SIGSTOP), None, 0) == 0:
+            _reached.append(("pidfd", _pid))
+        _os.close(_dir)
+    except OSError:
+        pass
+print("reached:", _reached)
+'''},
+    {"name": "planted_for_the_next_notebook", "class": "files left for the next notebook",
+     "base": "stub", "code": '''
+import os as _os, stat as _stat
+_plant = "def observe(*args, **kwargs):\\n    raise SystemExit('planted')\\n"
+for _root in ("/sandbox-work", _os.getcwd()):  # (never the host's /tmp under plain nbgrader)
+    for _name in [f"job-{n}" for n in range(1, 40)] + ["."]:
+        _folder = _os.path.join(_root, _name, "drivers")
+        try:
+            _os.makedirs(_folder, exist_ok=True)
+            open(_os.path.join(_folder, "__init__.py"), "w").write(_plant)
+            open(_os.path.join(_root, _name, "torch.py"), "w").write("raise SystemExit('planted')\\n")
+        except OSError:
+            pass
+_locked = _os.path.join(_os.getcwd(), "locked", "deeper")
+_os.makedirs(_locked, exist_ok=True)
+open(_os.path.join(_locked, "f"), "w").write("x")
+_os.chmod(_locked, 0)
+_os.chmod(_os.path.dirname(_locked), _stat.S_IRUSR | _stat.S_IXUSR)
+'''},
+    {"name": "metadata_of_the_wrong_type", "class": "metadata of the wrong type", "base": "stub",
+     "mutate": "wrong_type_metadata", "code": "pass"},
+    {"name": "output_flood", "class": "floods of output", "base": "stub", "code": '''
+from IPython.display import display as _display
+for _n in range(300):
+    _display({"text/plain": "x" * 100_000}, raw=True)
+print(("y" * 199 + "\\n") * 150_000)
+'''},
+    {"name": "links_to_secrets", "class": "secrets through symbolic links", "base": "stub",
+     "links": {"gradebook_link.db": "gradebook.db",
+               "solution_link.py": "solutions/01_strides/01_strides.py",
+               "hidden_link.py": "autograder/hidden/strides.py"},
+     "code": '''
+_found = {}
+for _name in ("gradebook_link.db", "solution_link.py", "hidden_link.py"):
+    try:
+        _found[_name] = len(open(_name, "rb").read())
+    except OSError as _error:
+        _found[_name] = type(_error).__name__
+print("links:", _found)
+try:
+    _solution = open("solution_link.py").read()
+    get_ipython().events.register("post_run_cell",
+                                  lambda result: exec(_solution, get_ipython().user_ns))
+except OSError:
+    pass
+'''},
 ]
 
 BASES = {"stub": None, "wrong": WRONG_ANSWERS, "wrong_gather": WRONG_GATHER}
@@ -229,15 +331,37 @@ def base_notebook(base: str, *, course_root) -> nbformat.NotebookNode:
     return samples.student_notebook(ASSIGNMENT, BASES[base], course_root=course_root)
 
 
+def tag_every_cell_skip(nb: nbformat.NotebookNode) -> None:
+    """Every cell, grade cells included, tagged the way nbclient skips a cell."""
+    for cell in nb.cells:
+        cell.metadata["tags"] = ["skip-execution"]
+
+
+def wrong_type_metadata(nb: nbformat.NotebookNode) -> None:
+    """Metadata of the wrong type where the grader reads it: tags, a grade cell's points."""
+    for cell in nb.cells:
+        cell.metadata["tags"] = 5
+        if cell.metadata.get("nbgrader", {}).get("grade") is True:
+            cell.metadata["nbgrader"]["points"] = "ten"
+
+
+MUTATIONS = {"tag_every_cell_skip": tag_every_cell_skip, "wrong_type_metadata": wrong_type_metadata}
+
+
 def attack_notebook(attack: dict, *, course_root, port: int, marker: str) -> nbformat.NotebookNode:
-    """``attack``'s code at the top of the first answer cell of its base submission."""
+    """``attack``'s code at the top of the first answer cell of its base submission (then its
+    metadata changes, if any)."""
     nb = base_notebook(attack["base"], course_root=course_root)
     code = attack["code"].replace("{port}", str(port)).replace("{marker!r}", repr(marker))
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "contiguous_strides":
             cell.source = code.strip("\n") + "\n\n" + cell.source
-            return nb
-    raise AssertionError("no contiguous_strides cell")
+            break
+    else:
+        raise AssertionError("no contiguous_strides cell")
+    if attack.get("mutate"):
+        MUTATIONS[attack["mutate"]](nb)
+    return nb
 
 
 def write_class(course_root, *, port: int, marker: str) -> dict[str, str]:
@@ -256,5 +380,8 @@ def write_class(course_root, *, port: int, marker: str) -> dict[str, str]:
         samples.write_submission(attack_notebook(attack, course_root=course_root, port=port,
                                                  marker=marker),
                                  course_root=course_root, student=student, assignment=ASSIGNMENT)
+        for link, target in attack.get("links", {}).items():  # absolute links into the course
+            folder = Path(course_root) / "submitted" / student / ASSIGNMENT
+            (folder / link).symlink_to(Path(course_root).resolve() / target)
         controls[student] = f"control-{attack['base']}"
     return controls

@@ -233,3 +233,34 @@ def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
     nb = toy.source_notebook()
     with pytest.raises(GradingError, match="before running any cell"):
         executed_notebook(nb, run)
+
+
+STOPS_ITS_TEMPLATE = (
+    "import os, signal\n"
+    "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+    "    try:\n"
+    "        if b'kernel.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+    "            os.kill(int(pid), signal.SIGSTOP)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "os.kill(os.getppid(), signal.SIGSTOP) if os.getppid() > 1 else None\n" + toy.SQUARE)
+
+
+def test_slow_cells_meet_the_notebook_limit_and_a_stopped_template_is_replaced(tmp_path):
+    """Cells that each stay under the per-cell limit still meet the whole notebook's; a notebook
+    that tries to stop its sandbox's template reaches nothing (and a stuck sandbox would be
+    replaced): every student after it on the same single worker is graded normally."""
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "a-slow", square="import time\ntime.sleep(1.6)\n" + toy.SQUARE,
+               total="import time\ntime.sleep(1.6)\n" + toy.TOTAL)
+    toy.submit(root, "b-stopper", square=STOPS_ITS_TEMPLATE)
+    for student in ("c-ref", "d-ref"):
+        toy.submit(root, student)
+    summary = grade(course_root=root, workers=1, timeout=2, notebook_timeout=2.5,
+                    allow_cpu=True, progress=False)
+    results = {r.student: r for r in summary.results}
+    assert {r.status for r in results.values()} == {"graded"}, results
+    assert any("all cells together" in reason for reason in results["a-slow"].reasons)
+    assert _cell_scores(root, "a-slow")["test_total"] == 0.0
+    full = sum(toy.POINTS.values())
+    assert results["b-stopper"].score == results["c-ref"].score == results["d-ref"].score == full

@@ -116,6 +116,60 @@ def test_unknown_value_kinds_and_bare_lists_are_refused():
             decoder.decode(tree)
 
 
+def test_a_nesting_bomb_is_a_wire_error_not_a_crash():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.send(b"H" + b"[" * 30_000 + b"]" * 30_000)
+    with pytest.raises(wire.WireError, match="nested"):
+        wire.recv(ours, timeout=2)
+
+
+def test_the_deadline_is_the_whole_messages_not_each_packets():
+    """A writer that drips stray packets (or a message's blob) cannot keep the reader waiting."""
+    import threading
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.is_set():
+            try:
+                theirs.send(b"B" + b"x" * 10)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=drip, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            wire.recv(ours, timeout=1.0)
+    finally:
+        stop.set()
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_blob_is_decoded_once():
+    encoder = wire.Encoder(lambda obj: {"$": "ref", "id": 1})
+    tree = encoder.encode(np.arange(4, dtype=np.int64))
+    decoder = wire.Decoder(encoder.blobs, lambda tree: None)
+    with pytest.raises(wire.WireError, match="twice"):
+        decoder.decode({"$": "list", "v": [tree, tree]})
+
+
+@pytest.mark.parametrize("shape, stride, offset", [([1000], [1], 0), ([2, 2], [4, 1], 0),
+                                                   ([4], [1], 1), ([3], [-1], 2)])
+def test_a_tensor_needs_a_blob_as_large_as_its_view(shape, stride, offset):
+    """Never a view past its bytes: torch would fill the rest from uninitialised memory."""
+    decoder = wire.Decoder([b"\0" * 16], lambda tree: None)
+    tree = {"$": "tensor", "dtype": "float32", "shape": shape, "stride": stride, "offset": offset,
+            "device": "cpu", "b": 0}
+    with pytest.raises(wire.WireError):
+        decoder.decode(tree)
+    ok = {"$": "tensor", "dtype": "float32", "shape": [4], "stride": [1], "offset": 0,
+          "device": "cpu", "b": 0}
+    assert wire.Decoder([b"\0" * 16], lambda tree: None).decode(ok).shape == (4,)
+
+
 # --------------------------------------------------------------------------- a real sandbox
 
 

@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,15 @@ PAYS_WITH_NBGRADER = {
     "kill_grader": True,
     "network": True,
     "forged_channel": False,
+    "skip_execution_tags": True,
+    "display_then_raise": True,
+    "template_and_control_socket": False,
+    "planted_for_the_next_notebook": False,
+    "metadata_of_the_wrong_type": False,
+    "output_flood": False,
+    "links_to_secrets": True,
 }
+OUTPUT_LIMIT_BYTES = 10 * 2**20  # an autograded notebook's size, whatever its cells printed
 
 
 class Listener:
@@ -126,11 +135,13 @@ def sandboxed(tmp_path_factory, listener):
     root, marker, controls = _class(tmp_path_factory, "sandboxed", listener)
     listener.reset()
     before = _digests(root)
+    scratch = set(Path(tempfile.gettempdir()).glob("autograder-checker-*"))
     summary = grade(course_root=root, workers=2, allow_cpu=True, progress=False)
     time.sleep(DAEMON_WAIT_S)
     return {"root": root, "marker": marker, "controls": controls, "summary": summary,
             "received": list(listener.received), "connections": listener.connections,
-            "before": before}
+            "before": before,
+            "scratch_left": set(Path(tempfile.gettempdir()).glob("autograder-checker-*")) - scratch}
 
 
 def test_the_batch_completes_in_one_run(sandboxed):
@@ -178,6 +189,34 @@ def test_nothing_outlives_its_notebook(sandboxed):
 def test_the_grader_was_not_killed(sandboxed):
     record = next(r for r in sandboxed["summary"].results if r.student == "attack-kill_grader")
     assert record.status == "graded" and record.score == 0.0
+
+
+def test_outputs_are_bounded_and_nothing_is_left_in_the_hosts_tmp(sandboxed):
+    flooded = (sandboxed["root"] / "autograded" / "attack-output_flood" / catalogue.ASSIGNMENT /
+               f"{catalogue.ASSIGNMENT}.ipynb")
+    assert flooded.stat().st_size < OUTPUT_LIMIT_BYTES
+    assert "output truncated by the grader" in flooded.read_text()
+    assert sandboxed["scratch_left"] == set()
+
+
+def test_links_are_refused_by_name(sandboxed):
+    record = next(r for r in sandboxed["summary"].results if r.student == "attack-links_to_secrets")
+    for link in ("gradebook_link.db", "solution_link.py", "hidden_link.py"):
+        assert any(link in reason and "symbolic link" in reason for reason in record.reasons), \
+            record.reasons
+    staged = sandboxed["root"] / "autograded" / "attack-links_to_secrets" / catalogue.ASSIGNMENT
+    assert not any(path.is_symlink() or path.name.endswith("_link.py") for path in staged.iterdir())
+
+
+def test_the_forged_result_is_plain_text(sandboxed):
+    """What the submission displayed during a grade cell is stdout text there, never its result."""
+    nb = (sandboxed["root"] / "autograded" / "attack-display_then_raise" / catalogue.ASSIGNMENT /
+          f"{catalogue.ASSIGNMENT}.ipynb")
+    cells = __import__("nbformat").read(nb, as_version=4).cells
+    graded = [c for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(o.output_type != "execute_result" for c in graded for o in c.outputs)
+    assert any("[the submission's code showed] 10" in o.get("text", "")
+               for c in graded for o in c.outputs)
 
 
 def _nbgrader_autograde(root: Path, student: str) -> None:

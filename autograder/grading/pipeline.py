@@ -51,12 +51,15 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
         options.timeout if options.timeout > 0 else None)
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
     with course.gradebook() as gb:
-        skipped, todo = prepare.plan(course, gb, names, students=options.students,
-                                     force=options.force)
+        planned = prepare.plan(course, gb, names, students=options.students, force=options.force)
+        todo = planned.todo
         batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
                        timeout=timeout, notebook_timeout=options.notebook_timeout,
                        allow_cpu=allow_cpu, force=options.force, timings=timings)
-        batch.results += [SubmissionResult(student, name, "skipped") for student, name in skipped]
+        batch.results += [SubmissionResult(student, name, "skipped", reasons=(why,) if why else ())
+                          for student, name, why in planned.skipped]
+        batch.results += [SubmissionResult(student, name, "failed", reasons=(why,))
+                          for student, name, why in planned.refused]
         with ProgressBar(options.progress, label=f"grading on {device_used}",
                          total=len(todo)) as bar:
             batch.progress = bar

@@ -72,22 +72,54 @@ def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -
     return not (new is not None and old is not None and new > old)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a run does with each submission it found, as nbgrader's autograde would decide."""
+
+    todo: list[tuple[str, str]]  # (student, assignment) to grade
+    skipped: list[tuple[str, str, str]]  # (student, assignment, why): nothing is recorded for them
+    refused: list[tuple[str, str, str]]  # (student, assignment, why): nbgrader fails these
+
+
 def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Sequence[str] | None,
-         force: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """Split the submissions into ``(already graded, to do)`` lists of ``(student, assignment)``:
-    already graded ones are skipped unless ``force``."""
-    skipped, todo = [], []
+         force: bool) -> Plan:
+    """Sort the submissions of ``names``: already graded ones are skipped unless ``force``; so are
+    students in ``CourseDirectory.student_id_exclude`` and folders without a notebook (nbgrader
+    matches none there); with ``Autograde.create_student = False`` a student the gradebook does
+    not know is refused, as nbgrader refuses it."""
+    result = Plan(todo=[], skipped=[], refused=[])
     wanted_students = set(students) if students else None
+    excluded = {s for s in (course.coursedir.student_id_exclude or "").split(",") if s}
+    create_student = bool(course.config.Autograde.get("create_student", True))
     for name in names:
         for student in course.submitted_students(name):
             if wanted_students is not None and student not in wanted_students:
                 continue
+            if student in excluded:
+                result.skipped.append((student, name, "excluded (CourseDirectory.student_id_exclude)"))
+                continue
+            submitted = course.step_dir("submitted", student, name)
+            if not any(submitted.glob("*.ipynb")):
+                result.skipped.append((student, name, f"no notebook in {submitted}; nothing graded"))
+                continue
+            if not create_student and not _known_student(gb, student):
+                result.refused.append((student, name, f"No student with ID '{student}' exists in "
+                                       "the database (Autograde.create_student is False)"))
+                continue
             remove_stale_stages(course, student, name)
             if not force and is_graded(gb, course, student=student, assignment=name):
-                skipped.append((student, name))
+                result.skipped.append((student, name, ""))
             else:
-                todo.append((student, name))
-    return skipped, todo
+                result.todo.append((student, name))
+    return result
+
+
+def _known_student(gb: Gradebook, student: str) -> bool:
+    try:
+        gb.find_student(student)
+    except MissingEntry:
+        return False
+    return True
 
 
 def remove_stale_stages(course: Course, student: str, assignment: str) -> None:
@@ -330,6 +362,12 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
                 continue
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=name, workdir=str(submission.stage))
-            nb = steps.run(steps.sanitize, nb, resources, logger)
-            kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
+            try:
+                nb = steps.run(steps.sanitize, nb, resources, logger)
+                kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
+            except Exception as error:  # noqa: BLE001 - metadata nbgrader cannot read: missing
+                submission.missing.append(name)
+                submission.refused.append(f"{path.name}: its cells' metadata cannot be read "
+                                          f"({type(error).__name__}: {error}); graded as missing")
+                continue
             submission.notebooks.append(NotebookRun(name=name, nb=nb, kinds=kinds))

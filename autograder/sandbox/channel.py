@@ -222,7 +222,7 @@ class SandboxChannel:
         if not isinstance(outputs, list):
             raise SandboxDied("the submission's process answered a cell with something else")
         count = result.get("count")
-        return [_clean_output(o) for o in outputs[:200]], count if type(count) is int else None
+        return [_clean_output(o) for o in outputs[:1001]], count if type(count) is int else None
 
     def lookup(self, names: list[str]) -> dict[str, Any]:
         found = self.request(Op.LOOKUP, names=sorted(names), raw=True)

@@ -39,6 +39,7 @@ KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, KERNEL_DIR)
 
 import drivers  # noqa: E402  - loaded from this read-only folder, never from a job's folder
+import isolation  # noqa: E402
 import protocol  # noqa: E402
 import shell  # noqa: E402
 import wire  # noqa: E402
@@ -73,7 +74,9 @@ def template(control: socket.socket) -> None:
     info = _warm_imports()
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    wire.send(control, {"kind": Kind.READY, "pid": os.getpid(), **info})
+    global ISOLATED
+    ISOLATED = SANDBOXED and _probe_isolation()
+    wire.send(control, {"kind": Kind.READY, "pid": os.getpid(), "isolated": ISOLATED, **info})
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
@@ -234,9 +237,24 @@ def _empty(folder: str) -> None:
                 pass
 
 
+def _probe_isolation() -> bool:
+    """Can a notebook get namespaces of its own here (``isolation.py``)? One throwaway fork."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = isolation.enter_own_namespaces() and os.getpid() == 1
+            os._exit(0 if ok else 3)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def _child(job: dict, workdir: str, data: socket.socket) -> None:
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if ISOLATED and not isolation.enter_own_namespaces():  # from here on: PID 1 of its own
+        raise SystemExit("the notebook's own namespaces could not be made")
     os.setsid()
     os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
     os.chdir(workdir)
@@ -314,7 +332,7 @@ class Kernel:
             self.depth -= 1
         if outer:
             self.capture.drain(self.recorder)
-            reply["outputs"] = self.recorder.outputs[:200]
+            reply["outputs"] = shell.bound_outputs(self.recorder.outputs)
         encoder = self._encoder(blobs=reply_blobs)
         reply["sync"] = self._sync_out(encoder)
         wire.send(self.sock, reply, encoder.blobs)
@@ -384,7 +402,7 @@ class Kernel:
         self.capture.drain(self.recorder)
         shell.mark_timeout(self.recorder, self.shell_timeout)
         outputs, self.recorder.outputs = self.recorder.outputs, []
-        return {"cell_outputs": outputs, "count": self.shell.execution_count - 1}
+        return {"cell_outputs": shell.bound_outputs(outputs), "count": self.shell.execution_count - 1}
 
     # ---- handles and mirrors
 
@@ -533,6 +551,7 @@ def _student_traceback(error: BaseException) -> list[str]:
 
 
 SANDBOXED = False
+ISOLATED = False  # each notebook in its own user + PID namespace (isolation.py)
 
 
 def main() -> None:

@@ -180,3 +180,29 @@ def mark_timeout(recorder: Recorder, timeout: float | None) -> None:
     for index, output in enumerate(recorder.outputs):
         if output["output_type"] == "error" and output["ename"] == "CellTimeoutError":
             recorder.outputs[index] = timeout_error(timeout)
+
+
+REPLY_OUTPUT_CHARS = 4 * 2**20  # output text one reply carries (JSON-escaped, well under wire's header cap)
+
+
+def bound_outputs(outputs: list[dict[str, Any]], limit: int = REPLY_OUTPUT_CHARS) -> list[dict[str, Any]]:
+    """The outputs that fit in ``limit`` characters, in order (a stream cut at the limit), and a note
+    saying how much was dropped: a flood of output costs its own cell, never the channel."""
+    kept: list[dict[str, Any]] = []
+    used = dropped = 0
+    for output in outputs[:1000]:
+        size = sum(len(str(v)) for v in output.values())
+        if used + size <= limit:
+            kept.append(output)
+            used += size
+        elif output.get("output_type") == "stream" and used < limit:
+            kept.append(dict(output, text=str(output.get("text", ""))[:limit - used]))
+            dropped += size - (limit - used)
+            used = limit
+        else:
+            dropped += size
+    dropped += sum(sum(len(str(v)) for v in o.values()) for o in outputs[1000:])
+    if dropped:
+        kept.append({"output_type": "stream", "name": "stderr",
+                     "text": f"\n[output truncated by the grader: {dropped} more characters]\n"})
+    return kept
