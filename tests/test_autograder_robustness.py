@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.execute.checker import STUDENT, ExecutionJob
+from autograder.grading.execute.checker import GRADE, STUDENT, ExecutionJob
 from autograder.grading.execute.limits import ExecutionLimits, job_message
 from autograder.grading.execute.workers import RunningNotebook, wait_any
 from autograder.grading.record import read_run_record
@@ -264,3 +264,23 @@ def test_slow_cells_meet_the_notebook_limit_and_a_stopped_template_is_replaced(t
     assert _cell_scores(root, "a-slow")["test_total"] == 0.0
     full = sum(toy.POINTS.values())
     assert results["b-stopper"].score == results["c-ref"].score == results["d-ref"].score == full
+
+
+def test_a_grade_cell_acts_on_the_students_namespace(tmp_path, sandbox):
+    """nbgrader's own example: a grade cell deletes the student's helper and expects the student's
+    function to fail without it, then puts it back; a new setting it assigns reaches the student."""
+    student = ("def squares(n):\n    return [i * i for i in range(1, n + 1)]\n"
+               "def sum_of_squares(n):\n    return sum(squares(n)) * SCALE\nSCALE = 1\n")
+    grade_cell = ("assert sum_of_squares(3) == 14\n"
+                  "saved = squares\n"
+                  "del squares\n"
+                  "try:\n    sum_of_squares(1)\nexcept NameError:\n    pass\n"
+                  "else:\n    raise AssertionError('sum_of_squares does not use squares')\n"
+                  "squares = saved\n"
+                  "SCALE = 2\n"
+                  "assert sum_of_squares(3) == 28\n")
+    job = ExecutionJob(cells=[(0, student, [], STUDENT), (1, grade_cell, [], GRADE),
+                              (2, "probe = (sum_of_squares(2), SCALE)", [], STUDENT)], timeout=20)
+    run = _watch(job, sandbox, workdir=tmp_path)
+    assert run.reason is None, run.reason
+    assert [o for o in run.outputs[1][0] if o["output_type"] == "error"] == [], run.outputs[1]

@@ -213,6 +213,8 @@ class SandboxChannel:
         self.next_mirror = 1
         self.locals: dict[int, Any] = {}  # checker objects the sandbox may call back
         self.on_outputs = None  # callback(outputs) for what the student's code printed
+        self.before_request = None  # callback() run before each request the grade cell makes
+        self._syncing = False
 
     # ---- the requests grade cells make
 
@@ -223,6 +225,11 @@ class SandboxChannel:
             raise SandboxDied("the submission's process answered a cell with something else")
         count = result.get("count")
         return [_clean_output(o) for o in outputs[:1001]], count if type(count) is int else None
+
+    def bind_names(self, deleted: list[str], bound: dict[str, Any]) -> None:
+        """Delete ``deleted`` from the student's namespace and set ``bound`` there (plain data by
+        value, the student's own objects by handle, checker functions as callbacks)."""
+        self.request(Op.NAMESPACE, names=sorted(deleted), value=dict(bound))
 
     def lookup(self, names: list[str]) -> dict[str, Any]:
         found = self.request(Op.LOOKUP, names=sorted(names), raw=True)
@@ -246,6 +253,12 @@ class SandboxChannel:
                 **fields: Any) -> Any:
         if self.dead is not None:
             raise self.dead
+        if self.before_request is not None and not self._syncing and op != Op.RELEASE:
+            self._syncing = True
+            try:
+                self.before_request()
+            finally:
+                self._syncing = False
         remaining = None if self.deadline is None else max(self.deadline - time.monotonic(), 0.05)
         if timeout is not None:
             remaining = timeout if remaining is None else min(timeout, remaining)

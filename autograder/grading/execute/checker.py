@@ -69,6 +69,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     budget = OutputBudget()
     remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
+    sandbox.before_request = lambda: _sync_names(sandbox, names)
     count = 0
     for index, source, tags, kind in job.cells:
         if not source.strip() or SKIP_TAG in tags:
@@ -83,6 +84,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
                 outputs, count = sandbox.run_cell(source, job.timeout)
                 if kind == TRUSTED:
                     _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
+                    names.mark_trusted()
                     names.mark_own()
         except remote.SandboxDied as died:
             conn.send((Event.DIED, index, died.ename, died.reason))
@@ -98,14 +100,61 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     os._exit(0)  # skip interpreter teardown (atexit of the template's libraries)
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_SHELL_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    """Plain data a grade cell may hand to the student's namespace by value (no tensors, no objects)."""
+    if isinstance(value, _PLAIN):
+        return type(value) in _PLAIN
+    if type(value) in (tuple, list) and depth < 4 and len(value) <= 1000:
+        return all(_plain(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 4 and len(value) <= 1000:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
 class _Names:
     """Which names of the checker's namespace are its own (trusted cells, grade-cell assignments)
-    and which were fetched from the student's namespace (refreshed before every grade cell)."""
+    and which were fetched from the student's namespace (refreshed before every grade cell).
+
+    One namespace, as in a single kernel: what a grade cell does to a name it fetched — ``del`` it,
+    rebind it (to another of the student's objects, or a function of its own) — and the plain data
+    it assigns to new public names act on the student's namespace too, through the channel, before
+    the grade cell's next request reaches the student's code (``changes``)."""
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
         self.fetched: dict[str, object] = {}
+        self.trusted: set[str] = set(namespace)
+        self.pushed: dict[str, object] = {}
+        self.gone: set[str] = set()  # the student's names a grade cell deleted
         self.mark_own()
+
+    def mark_trusted(self) -> None:
+        """The names instructor cells defined here (their imports): never the student's business."""
+        self.trusted |= {name for name in self.namespace if name not in self.fetched}
+
+    def changes(self) -> tuple[list[str], dict[str, object]]:
+        """What to delete in and set into the student's namespace now; afterwards the names count
+        as synced."""
+        deleted = [name for name in self.fetched if name not in self.namespace]
+        for name in deleted:
+            self.fetched.pop(name)
+            self.gone.add(name)  # still the student's name: binding it again goes back there
+        bound = {name: value for name, value in self.namespace.items()
+                 if (name in self.fetched and self.fetched[name] is not value) or name in self.gone}
+        self.gone -= set(bound)
+        for name, value in self.namespace.items():
+            if (name not in self.fetched and name not in self.trusted and name not in _SHELL_NAMES
+                    and not name.startswith("_") and self.pushed.get(name, self) is not value
+                    and _plain(value)):
+                bound[name] = value
+                self.pushed[name] = value
+        self.fetched.update((name, value) for name, value in bound.items()
+                            if name not in self.pushed or self.pushed[name] is not value)
+        return deleted, bound
 
     def mark_own(self) -> None:
         self.own = {name for name, value in self.namespace.items()
@@ -143,13 +192,31 @@ def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.San
                 names.namespace.pop(name, None)
                 names.fetched.pop(name, None)
         checker_shell.run_cell(source, store_history=True)
+        _sync_names(sandbox, names)  # what the cell's last lines did, before the next cell runs
     except cells.CellTimeoutError:  # fired between run_cell's own handlers
         checker_shell.showtraceback()
+    except remote.SandboxDied:
+        pass  # the next step reports it
     finally:
         cells.CellClock.stop()
         sandbox.deadline = None
     names.mark_own()
     cells.mark_timeout(recorder, timeout)
+
+
+def _sync_names(sandbox: remote.SandboxChannel, names: _Names) -> None:
+    """Apply a grade cell's deletions and rebindings to the student's namespace (see ``_Names``)."""
+    if sandbox.dead is not None:
+        return
+    deleted, bound = names.changes()
+    if deleted or bound:
+        try:
+            sandbox.bind_names(deleted, bound)
+        except (remote.SandboxDied, cells.CellTimeoutError):
+            raise
+        except Exception as error:  # noqa: BLE001 - shown in the grade cell, like any error
+            print(f"could not update the submission's names: {type(error).__name__}: {error}",
+                  file=sys.stderr)
 
 
 def _run_quietly(checker_shell, recorder: cells.Recorder, source: str, timeout: float | None) -> None:

@@ -346,6 +346,15 @@ class Kernel:
             namespace = self.shell.user_ns
             return {name: namespace[name] for name in header["names"]
                     if isinstance(name, str) and name in namespace}
+        if op == Op.NAMESPACE:
+            namespace = self.shell.user_ns
+            for name in header.get("names", []):
+                if isinstance(name, str) and name.isidentifier():
+                    namespace.pop(name, None)
+            for name, value in dict(decode(header["value"])).items():
+                if isinstance(name, str) and name.isidentifier():
+                    namespace[name] = value
+            return None
         if op == Op.MODULE:
             name = str(header["name"])
             return drivers if name == "drivers" else importlib.import_module(name)

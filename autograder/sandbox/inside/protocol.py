@@ -35,6 +35,7 @@ class Op(StrEnum):
     LOOKUP = "lookup"  # the values of ``names`` in the student's namespace
     MODULE = "module"  # the sandbox's module ``name`` (a handle), e.g. to seed its torch
     RELEASE = "release"  # the checker let go of handles ``ids`` and mirrors ``mirrors``
+    NAMESPACE = "namespace"  # a grade cell deleted ``names`` and bound ``value`` (a dict)
     CALL = "call"
     GETATTR = "getattr"
     SETATTR = "setattr"
