@@ -512,7 +512,7 @@ def diff(expected: Any, actual: Any, path: str = "") -> list[str]:
                 lines += diff(expected[key], actual[key], sub)
         return lines
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        return [line for i, (e, a) in enumerate(zip(expected, actual))
+        return [line for i, (e, a) in enumerate(zip(expected, actual, strict=True))
                 for line in diff(e, a, f"{path}[{i}]")]
     if expected != actual:
         return [f"{path}: nbgrader={_short(expected)} autograder={_short(actual)}"]
@@ -548,7 +548,7 @@ def compare_steps(expected: list[dict], actual: list[dict]) -> list[str]:
     actual, _ = without_run_record(actual)
     lines = [] if len(expected) == len(actual) else [
         f"steps: nbgrader={len(expected)} autograder={len(actual)}"]
-    for i, (e, a) in enumerate(zip(expected, actual), start=1):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False), start=1):
         lines += diff(e, a, f"step {i}")
     return lines
 
@@ -581,7 +581,7 @@ def grade_twice(parent: Path, scenarios: Sequence[Scenario],
     grader: grader name -> scenario -> snapshots, and the graders (their ``log``)."""
     roots = build_twins(parent, scenarios)
     results, used = {}, {}
-    for root, make in zip(roots, graders):
+    for root, make in zip(roots, graders, strict=True):
         grader = make()
         results[grader.name] = run_course(root, scenarios, grader)
         used[grader.name] = grader
