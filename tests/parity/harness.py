@@ -162,12 +162,16 @@ class Step:
 @dataclass(frozen=True)
 class Scenario:
     """One nbgrader test. ``name`` (the test's name without ``test_``) is also its assignment.
+
     ``course``: scenarios with the same course share one (their ``config`` must agree).
     ``config``: course config lines present from ``generate_assignment`` on (only those that act on
     it; config that acts on autograde alone goes in the steps). ``root_files``: file operations in
-    the course root (``Copy``/``Write``; the union over a course, which must not conflict). ``source``: files before ``generate_assignment``; the first step's
-    ``before`` holds the submissions. ``modes``: snapshot file permissions too. ``differs``: the
-    documented difference (issue 16) while the autograder does not agree; None when it does."""
+    the course root (``Copy``/``Write``; the union over a course, which must not conflict).
+    ``source``: files before ``generate_assignment``; the first step's ``before`` holds the
+    submissions. ``modes``: snapshot the permissions of autograded ``"files"`` (or ``"all"``,
+    folders too: nbgrader guarantees folder modes only when groupshared). ``differs``: the
+    documented difference (issue 16) while the autograder does not agree; None when it does.
+    """
     name: str
     steps: tuple[Step, ...]
     source: tuple[Action, ...] = ()
@@ -176,7 +180,7 @@ class Scenario:
     course: str = "plain"
     config: str = ""
     root_files: tuple[Action, ...] = ()
-    modes: bool = False
+    modes: str = ""
     differs: str | None = None
 
     def digest(self) -> str:
@@ -458,10 +462,11 @@ def notebook_cells(path: Path) -> list[dict] | str:
     return cells
 
 
-def folder_files(root: Path, step: str, assignment: str, *, modes: bool = False) -> dict[str, dict]:
+def folder_files(root: Path, step: str, assignment: str, *, modes: str = "") -> dict[str, dict]:
     """student -> relative path -> entry for every ``<step>/<student>/<assignment>/`` folder: dirs,
     notebooks (``notebook_cells``), other files by their text (or sha256 when not short text);
-    with ``modes``, the permission bits too (the folder itself is ``.``)."""
+    with ``modes`` the permission bits too, of files (``"files"``) or also of folders (``"all"``;
+    the submission's folder itself is ``.``)."""
     found = {}
     for folder in sorted(root.glob(f"{step}/*/{assignment}")):
         entries = {}
@@ -481,18 +486,18 @@ def folder_files(root: Path, step: str, assignment: str, *, modes: bool = False)
                     text = None
                 entry = {"type": "file", "text": text} if text is not None else \
                     {"type": "file", "sha256": hashlib.sha256(data).hexdigest()}
-            if modes:
+            if modes == "all" or (modes == "files" and entry["type"] != "dir"):
                 entry["mode"] = oct(path.lstat().st_mode & 0o7777)
             entries[rel] = entry
         found[folder.parent.name] = entries
     return found
 
 
-def snapshot(root: Path, assignment: str, *, modes: bool = False) -> dict[str, Any]:
+def snapshot(root: Path, assignment: str, *, modes: str = "") -> dict[str, Any]:
     """What a run left for ``assignment``: gradebook rows, ``autograded/`` and ``submitted/`` files."""
     return {"gradebook": gradebook_rows(f"sqlite:///{root / 'gradebook.db'}", assignment),
             "autograded": folder_files(root, "autograded", assignment, modes=modes),
-            "submitted": folder_files(root, "submitted", assignment, modes=modes)}
+            "submitted": folder_files(root, "submitted", assignment)}
 
 
 # --- comparing ---

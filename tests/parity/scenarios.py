@@ -101,10 +101,11 @@ def force(name: str, flag: str, differs: str | None = None) -> Scenario:
 
 
 def permissions(name: str, *, course: str = "plain", config: str = "", step_config: str = "",
-                duedate: str | None = None, differs: str | None = None) -> Scenario:
+                duedate: str | None = None, modes: str = "files", differs: str | None = None
+                ) -> Scenario:
     """test_permissions[groupshared] / test_custom_permissions (the tests' ``source/foo/ps1/foo.txt``
     is kept as written: it lands beside the assignment, not in the submission)."""
-    return Scenario(name, course=course, config=config, duedate=duedate, modes=True, differs=differs,
+    return Scenario(name, course=course, config=config, duedate=duedate, modes=modes, differs=differs,
                     source=(Empty("source/{a}/foo.ipynb"), Write("source/{a}/foo.txt", "foo")),
                     steps=(Step(config=step_config, before=(
                         Empty("submitted/foo/{a}/foo.ipynb"), Write("source/foo/{a}/foo.txt", "foo"))),))
@@ -197,7 +198,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("skip_extra_notebooks", source=(src(UNCHANGED),),
              steps=(Step(before=(sub("foo", UNCHANGED, "p1 copy"), sub("foo", CHANGED))),)),
     permissions("permissions"),
-    permissions("permissions_groupshared", course="groupshared",
+    permissions("permissions_groupshared", course="groupshared", modes="all",
                 config="c.CourseDirectory.groupshared = True"),
     permissions("custom_permissions", course=CONFIGURED, duedate=ON_TIME, step_config="c.AutogradeApp.permissions = 644"),
     Scenario("force_single_notebook", course=CONFIGURED, source=(src(TEST, "p1"), src(TEST, "p2")), steps=(
