@@ -42,11 +42,11 @@ class Runs:
 
     def log_of(self, scenario: harness.Scenario) -> str:
         entries = [e for e in self.logs[scenario.course]
-                   if any(f" {a} " in e.split("\n", 1)[0] for a in harness_names(scenario))]
+                   if any(f" {a} " in e.split("\n", 1)[0] for a in assignment_names(scenario))]
         return "\n".join(entries)[-6000:]
 
 
-def harness_names(scenario: harness.Scenario) -> set[str]:
+def assignment_names(scenario: harness.Scenario) -> set[str]:
     return {step.assignment_name(scenario) for step in scenario.steps}
 
 

@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +49,11 @@ CALL_TIMEOUT = 300  # seconds for one grading command; a hang fails the suite in
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment with this interpreter's bin directory first on PATH (nbgrader's
-    Gradebook runs ``alembic``; kernels and ``autograder`` come from this environment)."""
+    Gradebook runs ``alembic``; kernels and ``autograder`` come from this environment), without
+    PYTHONPATH (a relative entry would put each grader's working directory, the course root, on
+    its ``sys.path``: what the graders do about that is under test)."""
     env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
     env.update(extra or {})
     return env
@@ -90,6 +94,7 @@ class Empty:
 
 @dataclass(frozen=True)
 class Remove:
+    """Remove ``path`` (``utils.remove``); one a grader did not write is already a difference."""
     path: str
 
 
@@ -134,7 +139,10 @@ def apply(action: Action, root: Path, assignment: str) -> None:
                                     "nbformat_minor": 5}, indent=1))
     elif isinstance(action, Remove):
         path = at(action.path)
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
     elif isinstance(action, Mkdir):
         at(action.path).mkdir(parents=True)
     else:
@@ -351,9 +359,11 @@ class AutograderGrader(Grader):
     def run(self, root, call):
         command = [str(BIN / "autograder"), "--course-root", str(root), "grade", *call.assignments(),
                    "--no-progress", *call.args]
+        started = time.monotonic()
         done = subprocess.run(command, cwd=root, env=environment({"COLUMNS": "400"}),
                               capture_output=True, text=True, timeout=CALL_TIMEOUT)
-        self.log.append(f"$ {' '.join(command[1:])} -> {done.returncode}\n"
+        self.log.append(f"$ {' '.join(command[1:])} -> {done.returncode} "
+                        f"({time.monotonic() - started:.1f} s)\n"
                         f"{done.stdout[-4000:]}{done.stderr[-4000:]}")
         if done.returncode == 0:
             return {s.name: 0 for s in call.scenarios}
@@ -547,10 +557,41 @@ def without_run_record(steps: list[dict]) -> tuple[list[dict], list[str]]:
     return stripped, found
 
 
+def outcome(outputs: list[dict]) -> str:
+    """What scoring reads from a code cell's outputs (``nbgrader.utils.determine_grade``): the first
+    error (``"error"``), stderr stream (``"stderr"``) or result (``"result: <text/plain>"``, partial
+    credit), else ``"ok"``."""
+    for out in outputs:
+        if "error" in out:
+            return "error"
+        if out.get("stream") == "stderr":
+            return "stderr"
+        if "execute_result" in out:
+            return f"result: {out['text/plain']}"
+    return "ok"
+
+
+def scoring_view(steps: list[dict]) -> list[dict]:
+    """Snapshots with each autograded notebook's code-cell outputs reduced to their ``outcome``
+    (sources, nbgrader metadata and everything else kept): notebooks are compared by what scoring
+    reads, not byte for byte (stream texts, error messages and tracebacks may differ)."""
+    steps = json.loads(json.dumps(steps))
+    for step in steps:
+        for shot in (step, step.get("released") or {}):
+            for entries in (shot.get("autograded") or {}).values():
+                for entry in entries.values():
+                    for cell in entry.get("cells") if isinstance(entry.get("cells"), list) else ():
+                        if "outputs" in cell:
+                            cell["outcome"] = outcome(cell.pop("outputs"))
+    return steps
+
+
 def compare_steps(expected: list[dict], actual: list[dict]) -> list[str]:
     """``diff`` of nbgrader's and the autograder's runs of one scenario, step by step
-    (``step 1/...``), the autograder's run record left out (``without_run_record``)."""
+    (``step 1/...``), in their ``scoring_view``, the autograder's run record left out
+    (``without_run_record``)."""
     actual, _ = without_run_record(actual)
+    expected, actual = scoring_view(expected), scoring_view(actual)
     lines = [] if len(expected) == len(actual) else [
         f"steps: nbgrader={len(expected)} autograder={len(actual)}"]
     for i, (e, a) in enumerate(zip(expected, actual, strict=False), start=1):
