@@ -70,8 +70,9 @@ def autograder_runs(tmp_path_factory) -> Runs:
 
 
 def _param(scenario: harness.Scenario):
-    marks = [pytest.mark.xfail(strict=True, reason=f"issue 16: {scenario.differs}")] \
-        if scenario.differs else []
+    # raises=AssertionError: a difference is an xfail, a harness error stays an error
+    marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
+                               reason=f"issue 16: {scenario.differs}")] if scenario.differs else []
     return pytest.param(scenario, id=scenario.name, marks=marks)
 
 
@@ -142,3 +143,36 @@ def test_help():
         done = subprocess.run(command, capture_output=True, text=True, env=harness.environment(),
                               cwd=Path(__file__).parent, timeout=120)
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+
+
+def test_comparison_catches_differences():
+    """The instrument can fail: a changed score, a missing file, another exit status or another
+    outcome of a cell is reported; a different error message or an extra run record is not."""
+    golden = harness.read_golden(BY_NAME["grade"])["steps"]
+    assert harness.compare_steps(golden, golden) == []
+
+    def changed(edit) -> list[str]:
+        steps = harness.json.loads(harness.json.dumps(golden))
+        edit(steps[0])
+        return harness.compare_steps(golden, steps)
+
+    def score(step):
+        step["gradebook"]["bar"]["notebooks"]["p1"]["grades"]["foo"]["auto_score"] = 0.0
+
+    def message(step):
+        step["autograded"]["foo"]["p1.ipynb"]["cells"][2]["outputs"][0]["evalue"] = "other"
+
+    def outcome(step):
+        step["autograded"]["foo"]["p1.ipynb"]["cells"][1]["outputs"] = [{"error": "E", "evalue": ""}]
+
+    assert changed(score) == ["step 1/gradebook/bar/notebooks/p1/grades/foo/auto_score: "
+                              "nbgrader=1.0 autograder=0.0"]
+    assert changed(lambda step: step.update(status="failed")) == [
+        'step 1/status: nbgrader="ok" autograder="failed"']
+    assert changed(lambda step: step["autograded"]["foo"].pop("p1.ipynb"))[0].startswith(
+        "step 1/autograded/foo/p1.ipynb: only nbgrader has it")
+    assert changed(outcome) == ['step 1/autograded/foo/p1.ipynb/cells[1]/outcome: '
+                                'nbgrader="ok" autograder="error"']
+    assert changed(message) == []
+    assert changed(lambda step: step["autograded"]["foo"].update(
+        {harness.RUN_RECORD: {"type": "file", "text": "{}"}})) == []
