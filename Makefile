@@ -77,3 +77,9 @@ lint: $(STAMP)
 
 clean:
 	rm -rf _build
+
+## Golden results of the nbgrader parity suite (tests/parity/golden/): every ported scenario of
+## nbgrader's test_nbgrader_autograde.py graded by the real `nbgrader autograde` (a few minutes).
+.PHONY: parity-golden
+parity-golden: $(STAMP)
+	cd tests && PYTHONPATH=. ../$(BIN)/python -m parity.regenerate $(SCENARIOS)

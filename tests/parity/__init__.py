@@ -1,0 +1,1 @@
+"""The nbgrader parity suite's harness, scenarios and golden results (see harness.py)."""
