@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds for a whole notebook (default 600; 0: no limit)")
     p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=None, metavar="GB",
                    help="memory one notebook may use on top of the template (default 4; 0: no limit)")
-    p.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    p.add_argument("-f", "--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-sandbox", action="store_true",
                    help="DEBUGGING ONLY: run submissions without the bubblewrap sandbox (they can then "

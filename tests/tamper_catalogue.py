@@ -312,9 +312,11 @@ for _name in ("gradebook_link.db", "solution_link.py", "hidden_link.py"):
         _found[_name] = type(_error).__name__
 print("links:", _found)
 try:
-    _solution = open("solution_link.py").read()
-    get_ipython().events.register("post_run_cell",
-                                  lambda result: exec(_solution, get_ipython().user_ns))
+    import ast as _ast
+    _tree = _ast.parse(open("solution_link.py").read())
+    _defs = compile(_ast.Module(body=[n for n in _tree.body if isinstance(n, (_ast.FunctionDef, _ast.Import))],
+                                type_ignores=[]), "solutions", "exec")
+    get_ipython().events.register("post_run_cell", lambda result: exec(_defs, get_ipython().user_ns))
 except OSError:
     pass
 '''},

@@ -176,3 +176,15 @@ def test_comparison_catches_differences():
     assert changed(message) == []
     assert changed(lambda step: step["autograded"]["foo"].update(
         {harness.RUN_RECORD: {"type": "file", "text": "{}"}})) == []
+
+
+def test_the_documented_decision_drops_only_ungraded_rows_the_autograder_lacks():
+    """``harness.DECISION`` can hide nothing else: a graded row, or one the autograder also has,
+    still counts."""
+    ungraded = {"notebooks": {"p1": {"grades": {}, "comments": {}}}, "timestamp": None}
+    graded = {"notebooks": {"p1": {"grades": {"q": {"auto_score": 1.0}}}}, "timestamp": None}
+    expected = [{"status": "failed", "gradebook": {"bar": ungraded, "foo": graded}}]
+    assert harness.compare_steps(expected, [{"status": "failed", "gradebook": {"foo": graded}}]) == []
+    assert harness.compare_steps(expected, [{"status": "failed", "gradebook": {}}])  # foo missing
+    assert harness.compare_steps(expected, [{"status": "failed", "gradebook": {
+        "foo": graded, "bar": graded}}])  # a row both have is compared

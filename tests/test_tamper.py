@@ -47,12 +47,12 @@ PAYS_WITH_NBGRADER = {
     "network": True,
     "forged_channel": False,
     "skip_execution_tags": True,
-    "display_then_raise": True,
+    "display_then_raise": False,
     "template_and_control_socket": False,
     "planted_for_the_next_notebook": False,
     "metadata_of_the_wrong_type": False,
     "output_flood": False,
-    "links_to_secrets": True,
+    "links_to_secrets": True,  # nbgrader copies what the links point at into autograded/
 }
 OUTPUT_LIMIT_BYTES = 10 * 2**20  # an autograded notebook's size, whatever its cells printed
 

@@ -8,6 +8,8 @@ them imports back. ``NotebookOutcome`` is the one result type of execution — w
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,11 +43,13 @@ class NotebookOutcome:
     running_cell: int | None = None
     failed_ename: str = "KernelDied"
     seconds: float = 0.0
+    files: dict[str, bytes] = field(default_factory=dict)  # written next to the notebook (bounded)
 
     def to_json(self) -> dict[str, Any]:
         return {"outputs": {str(i): [list(o), c] for i, (o, c) in self.outputs.items()},
                 "reason": self.reason, "running_cell": self.running_cell,
-                "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3)}
+                "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3),
+                "files": {path: base64.b64encode(data).decode() for path, data in self.files.items()}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NotebookOutcome:
@@ -60,8 +64,10 @@ class NotebookOutcome:
                        else str(data["reason"]),
                        running_cell=None if running is None else int(running),
                        failed_ename=str(data.get("failed_ename", "KernelDied")),
-                       seconds=float(data.get("seconds", 0.0)))
-        except (KeyError, TypeError, ValueError, IndexError) as error:
+                       seconds=float(data.get("seconds", 0.0)),
+                       files={str(p): base64.b64decode(b, validate=True)
+                              for p, b in dict(data.get("files", {})).items()})
+        except (KeyError, TypeError, ValueError, IndexError, binascii.Error) as error:
             raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
 
 

@@ -44,6 +44,27 @@ class AutogradeSteps:
     sanitize: tuple[type, ...]
     after_execute: tuple[type, ...]
     config: Config
+    converter: Autograde  # nbgrader's own converter, for what it does around the preprocessors
+
+    def set_permissions(self, *, assignment: str, student: str) -> None:
+        """nbgrader's permissions on ``autograded/<student>/<assignment>/`` (``permissions``: 444,
+        664 with ``CourseDirectory.groupshared``, whose folders also get 2775)."""
+        self.converter.set_permissions(assignment, student)
+
+    def check_kernel(self, nb: NotebookNode, *, notebook: str) -> None:
+        """Refuse a notebook whose kernelspec (the source's, restored by nbgrader's sanitize steps)
+        names a kernel this machine does not have: nbgrader's execute step fails it the same way."""
+        spec = nb.metadata.get("kernelspec")
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if not name or name in ("python", "python3"):  # jupyter_client's KernelManager: "python"
+            return                                    # is the native kernel
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+        try:
+            KernelSpecManager().get_kernel_spec(name)  # as nbclient resolves it ("python" too)
+        except NoSuchKernel:
+            raise ValueError(f"{notebook}.ipynb: No such kernel named {name} (its kernelspec); "
+                             "the autograder grades Python notebooks") from None
 
     def run(self, classes: tuple[type, ...], nb: NotebookNode, resources: dict,
             log: logging.Logger) -> NotebookNode:
@@ -57,11 +78,16 @@ class AutogradeSteps:
 
 def autograde_steps(course: Course) -> AutogradeSteps:
     """Read nbgrader's two autograde lists from the course config; drop the execute step."""
-    converter = Autograde(coursedir=course.coursedir, config=course.config)
+    # built as ``nbgrader autograde`` builds it: the app moves outdated keys (c.AutogradeApp.permissions
+    # and the like) to the converter's sections, the converter reads the course config through it
+    from nbgrader.apps import AutogradeApp
+
+    app = AutogradeApp(config=course.config)
+    converter = Autograde(coursedir=course.coursedir, parent=app)
     after = tuple(cls for cls in converter.autograde_preprocessors
                   if not (isinstance(cls, type) and issubclass(cls, ExecutePreprocessor)))
     return AutogradeSteps(sanitize=tuple(converter.sanitize_preprocessors),
-                          after_execute=after, config=course.config)
+                          after_execute=after, config=course.config, converter=converter)
 
 
 def execute_timeout(course: Course) -> float | None:

@@ -362,8 +362,9 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
                 continue
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=name, workdir=str(submission.stage))
+            nb = steps.run(steps.sanitize, nb, resources, logger)  # raises: fails as in nbgrader
+            steps.check_kernel(nb, notebook=name)  # raises: the submission fails, as in nbgrader
             try:
-                nb = steps.run(steps.sanitize, nb, resources, logger)
                 kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
             except Exception as error:  # noqa: BLE001 - metadata nbgrader cannot read: missing
                 submission.missing.append(name)

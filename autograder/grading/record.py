@@ -124,6 +124,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 grade.auto_score = 0
                 grade.needs_manual_grade = False
         for nb_run in submission.notebooks:
+            _keep_files(submission.stage, nb_run.outcome.files)
             nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome, nb_run.kinds)
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=nb_run.name, workdir=str(submission.stage))
@@ -140,9 +141,24 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                           nbgrader_warnings=submission.log)
         (submission.stage / RUN_RECORD).write_text(json.dumps(run_record, indent=1))
         _replace_dir(submission.stage, submission.final)
+        steps.set_permissions(assignment=assignment, student=student)
     seconds = sum(r.outcome.seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons))
+
+
+def _keep_files(stage: Path, files: dict[str, bytes]) -> None:
+    """The files a notebook wrote next to itself, into its autograded folder (where a local run's
+    checker already wrote them; a Slurm node's come with its result): new regular files only."""
+    root = stage.resolve()
+    for relative, data in files.items():
+        target = (root / relative).resolve()
+        if not target.is_relative_to(root) or target.exists() or target.suffix == ".ipynb":
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
 
 
 def _replace_dir(stage: Path, final: Path) -> None:

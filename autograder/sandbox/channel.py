@@ -231,6 +231,16 @@ class SandboxChannel:
         value, the student's own objects by handle, checker functions as callbacks)."""
         self.request(Op.NAMESPACE, names=sorted(deleted), value=dict(bound))
 
+    def new_files(self) -> tuple[dict[str, bytes], list[str]]:
+        """The files the notebook wrote in its folder since the last call, and those left out."""
+        found = self.request(Op.FILES, raw=True)
+        if not isinstance(found, dict) or not isinstance(found.get("files"), dict):
+            return {}, []
+        files = {str(k): v for k, v in found["files"].items() if type(v) is bytes}
+        left = [str(p) for p in found.get("left_out", [])][:100] if isinstance(
+            found.get("left_out"), list) else []
+        return files, left
+
     def lookup(self, names: list[str]) -> dict[str, Any]:
         found = self.request(Op.LOOKUP, names=sorted(names), raw=True)
         return {k: v for k, v in found.items() if k in names} if isinstance(found, dict) else {}

@@ -282,39 +282,13 @@ REFUSED = "the autograder's CLI refuses {flag} (usage error, exit 2): that run g
 # What the autograder does differently today, scenario by scenario, with the likely cause (issue 16).
 # A fix makes the scenario XPASS, which fails the suite: then remove its entry here.
 DIFFERS: dict[str, str] = {
-    "missing_student": "Autograde.create_student = False is ignored: the unknown student baz is "
-                       "created and graded and the run succeeds (nbgrader fails it)",
-    "student_id_exclude": "CourseDirectory.student_id_exclude is ignored: the excluded bar and baz "
-                          "are graded and recorded (the plan lists every submitted/*/<assignment>)",
-    "late_submission_penalty_plugin": "the course's late-penalty plugin cannot be imported "
-                                      "('late_plugin.Blarg' could not be imported): every "
-                                      "submission fails; nbgrader puts its working directory (the "
-                                      "course root) on sys.path (NbGrader.init_syspath)",
-    "force_f": REFUSED.format(flag="-f (nbgrader's short --force)") + ": foo.txt is not restored",
     "filter_notebook": REFUSED.format(flag="--notebook") + " (runs 1-3)",
-    "side_effects": "the file the notebook writes next to itself (side-effect.txt) is not kept in "
-                    "autograded/: the sandbox's working folder is discarded",
-    "permissions": "autograded files are 644, not nbgrader's 444 (BaseConverter.permissions is not "
-                   "applied)",
-    "permissions_groupshared": "with CourseDirectory.groupshared, autograded files are 644 and the "
-                               "folder 755, not 664 and 2775",
     "force_single_notebook": DEL_SQUARES + "; run 2: " + REFUSED.format(flag="--notebook"),
-    "update_newer": DEL_SQUARES,
     "update_newer_single_notebook": DEL_SQUARES + "; run 2: " + REFUSED.format(flag="--notebook")
                                     + " (the newer timestamp is not recorded)",
-    "hidden_tests_single_notebook": DEL_SQUARES,
     "no_execute": DEL_SQUARES + "; run 2: " + REFUSED.format(flag="--no-execute"),
-    "handle_failure": "a submission that fails (bar: p2 has grade cells its source lacks) leaves no "
-                      "gradebook row; nbgrader leaves its submission, notebooks p1 and p2 without "
-                      "grades (the autograder records a submission in one transaction or not at all)",
     "handle_failure_single_notebook": REFUSED.format(flag="--notebook 'p*'") + "; nbgrader leaves "
                                       "an empty autograded folder and a submission row without grades",
-    "missing_source_kernelspec": "run 2: a submission whose kernelspec names a kernel that does not "
-                                 "exist (blarg) is graded as Python; nbgrader fails it (NoSuchKernel)",
-    "incorrect_source_kernelspec": "the source's kernelspec (blah, no such kernel) is ignored: the "
-                                   "submission is graded as Python; nbgrader fails it",
-    "missing_files": "an empty submission folder (bar) is recorded as a 0/0 submission with an empty "
-                     "autograded folder; nbgrader skips it",
 }
 
 SCENARIOS: tuple[Scenario, ...] = tuple(replace(s, differs=DIFFERS.get(s.name)) for s in PORTED)

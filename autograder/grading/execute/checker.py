@@ -47,6 +47,7 @@ class Event(StrEnum):
     START = "start"  # (index)
     CELL = "cell"  # (index, outputs, execution count)
     DIED = "died"  # (index or None, ename, reason)
+    FILE = "file"  # (relative path, bytes): a file the notebook wrote next to itself
     DONE = "done"  # (info)
 
 
@@ -67,6 +68,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     sandbox = remote.SandboxChannel(data, kill, memmap_dir=scratch)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
     budget = OutputBudget()
+    kept = _KeptFiles(workdir)
     remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
     sandbox.before_request = lambda: _sync_names(sandbox, names)
@@ -82,6 +84,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
                 outputs, count = recorder.outputs, checker_shell.execution_count - 1
             else:
                 outputs, count = sandbox.run_cell(source, job.timeout)
+                kept.take(sandbox, conn)
                 if kind == TRUSTED:
                     _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
                     names.mark_trusted()
@@ -113,6 +116,36 @@ def _plain(value: object, depth: int = 0) -> bool:
     if type(value) is dict and depth < 4 and len(value) <= 1000:
         return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
     return False
+
+
+class _KeptFiles:
+    """Files the notebook's code writes next to itself (a figure, a saved array), as nbgrader keeps
+    them in ``autograded/``: after each of its cells they come over from the sandbox, are written in
+    this checker's folder (so a grade cell reads them) and go to the parent. Never over a file that
+    was there before the notebook ran (the instructor's, the submission's), never a notebook."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = os.path.realpath(workdir)
+        self.before = {os.path.relpath(os.path.join(root, name), self.workdir)
+                       for root, _, names in os.walk(self.workdir) for name in names}
+
+    def take(self, sandbox: remote.SandboxChannel, conn: Connection) -> None:
+        files, _ = sandbox.new_files()
+        for relative, data in files.items():
+            path = os.path.normpath(relative)
+            if (path.startswith(("..", "/")) or path in self.before or path.endswith(".ipynb")
+                    or not os.path.realpath(os.path.join(self.workdir, path)).startswith(
+                        self.workdir + os.sep)):
+                continue
+            target = os.path.join(self.workdir, path)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            except OSError:
+                continue
+            conn.send((Event.FILE, path, data))
 
 
 class _Names:

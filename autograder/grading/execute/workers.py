@@ -122,6 +122,7 @@ class RunningNotebook:
     exited: bool = False
     reason: str | None = None  # why the run did not complete (None: it did)
     scratch: str | None = None  # the checker's temporary folder
+    files: dict[str, bytes] = field(default_factory=dict)  # what the notebook wrote next to itself
     failed_ename: str = "KernelDied"
 
     def start(self) -> None:
@@ -169,6 +170,8 @@ class RunningNotebook:
             elif kind == Event.DIED:  # the student's process is gone; the checker stops here
                 _, index, ename, reason = message
                 self.running_cell, self.failed_ename, self.reason = index, ename, reason
+            elif kind == Event.FILE:
+                self.files[message[1]] = message[2]
             elif kind == Event.DONE:
                 self.done = True
 
@@ -223,7 +226,7 @@ class RunningNotebook:
         """What this run produced, as the one result type of execution."""
         return NotebookOutcome(outputs=dict(self.outputs), reason=self.reason,
                                running_cell=self.running_cell, failed_ename=self.failed_ename,
-                               seconds=seconds)
+                               seconds=seconds, files=dict(self.files))
 
     def close(self) -> None:
         if self.sockets is not None and self.process is None:

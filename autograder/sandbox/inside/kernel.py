@@ -30,6 +30,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 import traceback
@@ -155,6 +156,22 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
     status["seconds"] = round(time.monotonic() - started, 3)
     status["pid"] = pid
     return status
+
+
+def _file_stamps(folder: str) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime) of the regular files below ``folder`` (links not followed;
+    the kernel's own output captures left out)."""
+    stamps = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and not name.startswith(".autograder-fd"):
+                stamps[os.path.relpath(path, folder)] = (st.st_size, st.st_mtime_ns)
+    return stamps
 
 
 def _close_inherited(*, keep: int) -> None:
@@ -291,6 +308,9 @@ class Kernel:
         self.depth = 0
         self.next_id = 1
         self.next_request = 1
+        self.workdir = workdir
+        self.files_seen = _file_stamps(workdir)  # the companion files, as the job wrote them
+        self.files_sent = 0
 
     # ---- messages
 
@@ -355,6 +375,8 @@ class Kernel:
                 if isinstance(name, str) and name.isidentifier():
                     namespace[name] = value
             return None
+        if op == Op.FILES:
+            return self._new_files()
         if op == Op.MODULE:
             name = str(header["name"])
             return drivers if name == "drivers" else importlib.import_module(name)
@@ -401,6 +423,28 @@ class Kernel:
         if op == Op.BOOL:
             return bool(target)
         raise ValueError(f"unknown request {op!r}")
+
+    def _new_files(self) -> dict:
+        """The regular files the notebook created or changed in its folder since the last call
+        (relative path -> bytes), within protocol's bounds; links and the rest are never sent."""
+        found, left_out = {}, []
+        for relative, stamp in _file_stamps(self.workdir).items():
+            if self.files_seen.get(relative) == stamp:
+                continue
+            self.files_seen[relative] = stamp
+            size = stamp[0]
+            if (size > protocol.FILE_BYTES or len(found) >= protocol.FILES_COUNT
+                    or self.files_sent + size > protocol.FILES_BYTES):
+                left_out.append(relative)
+                continue
+            try:
+                fd = os.open(os.path.join(self.workdir, relative), os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as handle:
+                    found[relative] = handle.read(protocol.FILE_BYTES + 1)[:protocol.FILE_BYTES]
+            except OSError:
+                continue
+            self.files_sent += len(found[relative])
+        return {"files": found, "left_out": left_out[:100]}
 
     def _run_cell(self, source: str) -> dict:
         self.recorder.clear()

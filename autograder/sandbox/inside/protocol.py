@@ -36,6 +36,7 @@ class Op(StrEnum):
     MODULE = "module"  # the sandbox's module ``name`` (a handle), e.g. to seed its torch
     RELEASE = "release"  # the checker let go of handles ``ids`` and mirrors ``mirrors``
     NAMESPACE = "namespace"  # a grade cell deleted ``names`` and bound ``value`` (a dict)
+    FILES = "files"  # the regular files the notebook wrote in its folder since the last FILES
     CALL = "call"
     GETATTR = "getattr"
     SETATTR = "setattr"
@@ -65,6 +66,9 @@ class ExitHow(StrEnum):
     MEMORY = "memory"  # past ``student_rss_bytes``
     PROCESSES = "processes"  # past the task limit
 
+
+# what FILES hands back at most (the rest is left out, and said so)
+FILE_BYTES, FILES_BYTES, FILES_COUNT = 16 * 2**20, 64 * 2**20, 1000
 
 # request fields sent as plain JSON; every other field is a ``wire``-encoded value
 RAW_FIELDS = frozenset({"target", "name", "source", "names"})
