@@ -83,6 +83,7 @@ def autograde_steps(course: Course) -> AutogradeSteps:
     from nbgrader.apps import AutogradeApp
 
     app = AutogradeApp(config=course.config)
+    app.log.setLevel(logging.WARNING)  # its per-submission INFO lines ("Setting ... permissions")
     converter = Autograde(coursedir=course.coursedir, parent=app)
     after = tuple(cls for cls in converter.autograde_preprocessors
                   if not (isinstance(cls, type) and issubclass(cls, ExecutePreprocessor)))
