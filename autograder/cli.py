@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=None, metavar="GB",
                    help="memory one notebook may use on top of the template (default 4; 0: no limit)")
     p.add_argument("-f", "--force", action="store_true", help="regrade submissions already graded")
+    p.add_argument("--notebook", default=None, metavar="GLOB",
+                   help="grade only these notebooks of the assignment (nbgrader's --notebook)")
+    p.add_argument("--no-execute", action="store_true",
+                   help="do not execute: score the outputs as submitted (nbgrader's --no-execute)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-sandbox", action="store_true",
                    help="DEBUGGING ONLY: run submissions without the bubblewrap sandbox (they can then "
@@ -184,7 +188,7 @@ def _grade(args) -> int:
                     device=args.device, allow_cpu=True if args.allow_cpu else None,
                     timeout=args.timeout, force=args.force, progress=not args.no_progress,
                     executor=args.executor, slurm=slurm_options, slurm_folder=args.slurm_folder,
-                    sandbox=not args.no_sandbox, **given)
+                    sandbox=not args.no_sandbox, execute=not args.no_execute, notebook=args.notebook, **given)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 

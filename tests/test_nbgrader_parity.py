@@ -188,3 +188,8 @@ def test_the_documented_decision_drops_only_ungraded_rows_the_autograder_lacks()
     assert harness.compare_steps(expected, [{"status": "failed", "gradebook": {}}])  # foo missing
     assert harness.compare_steps(expected, [{"status": "failed", "gradebook": {
         "foo": graded, "bar": graded}}])  # a row both have is compared
+    folders = [{"status": "failed", "autograded": {"foo": harness.EMPTY_FOLDER,
+                                                   "bar": {".": {"type": "dir"}, "p1.ipynb": {}}}}]
+    assert harness.compare_steps(folders, [{"status": "failed", "autograded": {
+        "bar": {".": {"type": "dir"}, "p1.ipynb": {}}}}]) == []
+    assert harness.compare_steps(folders, [{"status": "failed", "autograded": {}}])  # bar's files

@@ -44,6 +44,7 @@ class NotebookOutcome:
     failed_ename: str = "KernelDied"
     seconds: float = 0.0
     files: dict[str, bytes] = field(default_factory=dict)  # written next to the notebook (bounded)
+    executed: bool = True  # False: --no-execute, the outputs are the submission's own
 
     def to_json(self) -> dict[str, Any]:
         return {"outputs": {str(i): [list(o), c] for i, (o, c) in self.outputs.items()},
@@ -96,6 +97,7 @@ class Submission:
     missing: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)  # nbgrader's warnings about it
     refused: list[str] = field(default_factory=list)  # files of the submission not copied, and why
+    only: list[str] | None = None  # --notebook: the notebooks graded this time (others are kept)
 
     @property
     def key(self) -> tuple[str, str]:

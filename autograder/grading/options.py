@@ -37,6 +37,8 @@ class GradeOptions:
     notebook_timeout: float | None = 600.0  # seconds for a whole notebook; 0/None: none
     memory_limit_gb: float | None = 4.0  # memory one notebook may use beyond the template; 0/None: none
     force: bool = False  # regrade submissions already graded
+    execute: bool = True  # False: --no-execute, score the outputs as submitted (nbgrader's flag)
+    notebook: str | None = None  # --notebook GLOB: only these notebooks (nbgrader's notebook_id)
     progress: bool = True  # a progress bar on stderr
     sandbox: bool = True  # False: --no-sandbox, debugging only
     executor: str = "local"  # "local" or "slurm"

@@ -40,6 +40,9 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
     options = GradeOptions.of(options, **settings)
     started = time.monotonic()
     course = load_course(options.course_root, db_url=options.db_url)
+    if not options.execute:  # nbgrader's --no-execute: neither clear nor execute
+        course.config.Execute.enabled = False
+        course.config.ClearOutput.enabled = False
     executor = _executor(options, course)  # the local one starts its template now: imports overlap
     names = list(options.assignments) if options.assignments else course.submitted_assignments()
     for name in names:
@@ -51,10 +54,12 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
         options.timeout if options.timeout > 0 else None)
     timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
     with course.gradebook() as gb:
-        planned = prepare.plan(course, gb, names, students=options.students, force=options.force)
+        planned = prepare.plan(course, gb, names, students=options.students, force=options.force,
+                               notebook=options.notebook)
         todo = planned.todo
         batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
                        timeout=timeout, notebook_timeout=options.notebook_timeout,
+                       notebook=options.notebook,
                        allow_cpu=allow_cpu, force=options.force, timings=timings)
         batch.results += [SubmissionResult(student, name, "skipped", reasons=(why,) if why else ())
                           for student, name, why in planned.skipped]
@@ -73,6 +78,8 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
 
 
 def _executor(options: GradeOptions, course: Course) -> Executor:
+    if not options.execute:
+        return _AsSubmitted()
     if options.executor == "slurm":
         from autograder.grading.slurm.executor import SlurmExecutor
 
@@ -80,6 +87,24 @@ def _executor(options: GradeOptions, course: Course) -> Executor:
     from autograder.grading.local import LocalExecutor
 
     return LocalExecutor(options)
+
+
+class _AsSubmitted:
+    """``--no-execute``: each notebook's outcome is the outputs it was submitted with."""
+
+    name = "none"
+
+    def probe(self) -> prepare.DeviceProbe:
+        return prepare.DeviceProbe(cuda_available=False, torch_version="(not executed)",
+                                   cuda_version=None)
+
+    def execute(self, work, outcomes, *, device_used, progress, timings) -> None:
+        for submission in work:
+            for nb_run in submission.notebooks:
+                outputs = {i: ([dict(o) for o in cell.outputs], cell.execution_count)
+                           for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"}
+                outcomes.executed(submission, nb_run.name,
+                                  NotebookOutcome(outputs=outputs, executed=False))
 
 
 @dataclass
@@ -93,6 +118,7 @@ class _Batch:
     device: str
     timeout: float | None
     notebook_timeout: float | None
+    notebook: str | None
     allow_cpu: bool
     force: bool
     timings: dict[str, float]
@@ -109,7 +135,8 @@ class _Batch:
                 submission = prepare.sanitize(self.course, self.steps, self.gb, student=student,
                                               assignment=name, timeout=self.timeout,
                                               notebook_timeout=self.notebook_timeout,
-                                              device_used=self.device, allow_cpu=self.allow_cpu)
+                                              device_used=self.device, allow_cpu=self.allow_cpu,
+                                              notebook=self.notebook)
             except Exception as error:  # noqa: BLE001 - one bad submission never stops a batch
                 self._settle(SubmissionResult(student, name, "failed",
                                               reasons=(f"could not prepare: {error}",)))
@@ -141,8 +168,8 @@ class _Batch:
                                           reasons=(reason,)))
 
     def _record(self, submission: Submission) -> SubmissionResult:
-        if not self.force and prepare.is_graded(self.gb, self.course, student=submission.student,
-                                                assignment=submission.assignment):
+        if not self.force and submission.only is None and prepare.is_graded(
+                self.gb, self.course, student=submission.student, assignment=submission.assignment):
             shutil.rmtree(submission.stage, ignore_errors=True)  # another run recorded it meanwhile
             return SubmissionResult(submission.student, submission.assignment, "skipped")
         return record.record(self.course, self.steps, self.gb, submission, device=self.device,

@@ -82,7 +82,7 @@ class Plan:
 
 
 def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Sequence[str] | None,
-         force: bool) -> Plan:
+         force: bool, notebook: str | None = None) -> Plan:
     """Sort the submissions of ``names``: already graded ones are skipped unless ``force``; so are
     students in ``CourseDirectory.student_id_exclude`` and folders without a notebook (nbgrader
     matches none there); with ``Autograde.create_student = False`` a student the gradebook does
@@ -99,15 +99,20 @@ def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Seque
                 result.skipped.append((student, name, "excluded (CourseDirectory.student_id_exclude)"))
                 continue
             submitted = course.step_dir("submitted", student, name)
-            if not any(submitted.glob("*.ipynb")):
-                result.skipped.append((student, name, f"no notebook in {submitted}; nothing graded"))
+            matched = sorted(p.stem for p in submitted.glob(f"{notebook or '*'}.ipynb"))
+            if not matched:
+                result.skipped.append((student, name, f"no notebook{' ' + notebook if notebook else ''}"
+                                       f" in {submitted}; nothing graded"))
                 continue
             if not create_student and not _known_student(gb, student):
                 result.refused.append((student, name, f"No student with ID '{student}' exists in "
                                        "the database (Autograde.create_student is False)"))
                 continue
             remove_stale_stages(course, student, name)
-            if not force and is_graded(gb, course, student=student, assignment=name):
+            final = course.step_dir("autograded", student, name)
+            if notebook and not force and not all((final / f"{nb}.ipynb").exists() for nb in matched):
+                result.todo.append((student, name))  # nbgrader: a matched notebook not graded yet
+            elif not force and is_graded(gb, course, student=student, assignment=name):
                 result.skipped.append((student, name, ""))
             else:
                 result.todo.append((student, name))
@@ -311,7 +316,7 @@ class CollectWarnings(logging.Handler):
 
 def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: str,
              assignment: str, timeout: float | None, notebook_timeout: float | None,
-             device_used: str, allow_cpu: bool) -> Submission:
+             device_used: str, allow_cpu: bool, notebook: str | None = None) -> Submission:
     """Stage one submission's files and sanitize its notebooks with nbgrader's preprocessors; each
     notebook gets its execution job."""
     logger = logging.getLogger(NBGRADER_LOGGER)
@@ -322,6 +327,9 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
         stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}")
     submission.refused = stage_files(course, submission.submitted, submission.stage,
                                      assignment=assignment)
+    if notebook:  # nbgrader's --notebook: the other notebooks' autograded files stay as they are
+        submission.only = sorted(p.stem for p in submission.submitted.glob(f"{notebook}.ipynb"))
+        _keep_graded(final, submission.stage, keep_out={f"{nb}.ipynb" for nb in submission.only})
     handler = CollectWarnings(submission.log)
     logger.addHandler(handler)
     try:
@@ -337,6 +345,20 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
     return submission
 
 
+def _keep_graded(final: Path, stage: Path, *, keep_out: set[str]) -> None:
+    """Carry what an earlier run put in ``final`` into the stage (files not there yet), but the
+    notebooks graded now."""
+    if not final.is_dir():
+        return
+    for path in final.rglob("*"):
+        relative = path.relative_to(final)
+        target = stage / relative
+        if str(relative) in keep_out or target.exists() or not path.is_file() or path.is_symlink():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
 def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
                         submission: Submission, logger: logging.Logger) -> None:
     """nbgrader's sanitize preprocessors on each notebook the gradebook expects; a missing or
@@ -345,6 +367,8 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
     with borrowed_gradebook(gb):
         for name in notebook_names(gb, assignment):
             path = submission.submitted / f"{name}.ipynb"
+            if submission.only is not None and name not in submission.only and path.exists():
+                continue  # submitted but not asked for this time: left as graded before
             if path.is_symlink() or (path.exists() and not path.is_file()):
                 submission.missing.append(name)
                 submission.log.append(f"{path.name}: {_kind(os.lstat(path).st_mode)}, not a "

@@ -125,7 +125,8 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 grade.needs_manual_grade = False
         for nb_run in submission.notebooks:
             _keep_files(submission.stage, nb_run.outcome.files)
-            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome, nb_run.kinds)
+            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome,
+                                               nb_run.kinds if nb_run.outcome.executed else None)
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=nb_run.name, workdir=str(submission.stage))
             nb = steps.run(steps.after_execute, nb, resources, logger)

@@ -590,8 +590,8 @@ def scoring_view(steps: list[dict]) -> list[dict]:
 # be graded leaves no gradebook row. nbgrader has created its student, submission and notebook rows
 # before it fails and leaves them without grades; the autograder records a submission in one
 # transaction or not at all, so a crash never leaves half a submission behind.
-DECISION = ("a submission that cannot be graded leaves no gradebook row (nbgrader leaves one "
-            "without grades)")
+DECISION = ("a submission that cannot be graded leaves no gradebook row and no autograded folder "
+            "(nbgrader leaves a row without grades, and with --notebook an empty folder)")
 
 
 def ungraded_row(row: Any) -> bool:
@@ -600,13 +600,23 @@ def ungraded_row(row: Any) -> bool:
     return isinstance(notebooks, dict) and all(not nb.get("grades") for nb in notebooks.values())
 
 
+EMPTY_FOLDER = {".": {"type": "dir"}}
+
+
 def without_decided(expected: dict, actual: dict) -> dict:
-    """``expected`` minus the rows ``DECISION`` accounts for: ungraded rows the autograder lacks."""
+    """``expected`` minus what ``DECISION`` accounts for: ungraded rows, and empty autograded
+    folders, that the autograder lacks."""
     book, theirs = expected.get("gradebook"), actual.get("gradebook") or {}
-    if not isinstance(book, dict):
-        return expected
-    kept = {s: row for s, row in book.items() if s in theirs or not ungraded_row(row)}
-    return dict(expected, gradebook=kept) if kept != book else expected
+    if isinstance(book, dict):
+        kept = {s: row for s, row in book.items() if s in theirs or not ungraded_row(row)}
+        if kept != book:
+            expected = dict(expected, gradebook=kept)
+    folders, their_folders = expected.get("autograded"), actual.get("autograded") or {}
+    if isinstance(folders, dict):
+        kept = {s: f for s, f in folders.items() if s in their_folders or f != EMPTY_FOLDER}
+        if kept != folders:
+            expected = dict(expected, autograded=kept)
+    return expected
 
 
 def compare_steps(expected: list[dict], actual: list[dict]) -> list[str]:

@@ -282,13 +282,6 @@ REFUSED = "the autograder's CLI refuses {flag} (usage error, exit 2): that run g
 # What the autograder does differently today, scenario by scenario, with the likely cause (issue 16).
 # A fix makes the scenario XPASS, which fails the suite: then remove its entry here.
 DIFFERS: dict[str, str] = {
-    "filter_notebook": REFUSED.format(flag="--notebook") + " (runs 1-3)",
-    "force_single_notebook": "run 2: " + REFUSED.format(flag="--notebook"),
-    "update_newer_single_notebook": "run 2: " + REFUSED.format(flag="--notebook")
-                                    + " (the newer timestamp is not recorded)",
-    "no_execute": "run 2: " + REFUSED.format(flag="--no-execute"),
-    "handle_failure_single_notebook": REFUSED.format(flag="--notebook 'p*'") + "; nbgrader leaves "
-                                      "an empty autograded folder and a submission row without grades",
 }
 
 SCENARIOS: tuple[Scenario, ...] = tuple(replace(s, differs=DIFFERS.get(s.name)) for s in PORTED)
