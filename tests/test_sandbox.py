@@ -265,15 +265,24 @@ import json, sys
 from autograder.sandbox import channel
 from autograder.sandbox.host import SandboxProcess
 
+import time
 box = SandboxProcess()
 box.start()
 box.wait_ready()
-data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
-                            "rlimits": {}}, [])
-sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
-sandbox.run_cell("import sys, torch\\nfound = [sys.prefix, str(torch.__version__)]", 60)
-print(json.dumps(sandbox.lookup(["found"]).get("found")))
-sandbox.kill("done")
+seen = []
+for job in range(2):  # the clean-up after the first must leave the bound venv alone
+    while box.state == "busy":
+        time.sleep(0.05)
+        box.pump()
+    data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+                                "rlimits": {}}, [])
+    sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
+    sandbox.run_cell("import os, sys, torch\\nleft = os.path.exists('/tmp/left-by-job-0')\\n"
+                     "open('/tmp/left-by-job-0', 'w').write('x')\\n"
+                     "found = [sys.prefix, str(torch.__version__), left]", 60)
+    seen.append(sandbox.lookup(["found"]).get("found"))
+    sandbox.kill("done")
+print(json.dumps(seen))
 box.close()
 """
 
@@ -296,5 +305,6 @@ def test_the_sandbox_starts_from_a_virtual_environment_under_tmp(tmp_path):
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", _VENV_PROBE], capture_output=True,
                            text=True, timeout=300, cwd=tmp_path)
     assert probe.returncode == 0, probe.stderr[-3000:]
-    prefix, version = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
-    assert prefix == str(venv) and version == torch.__version__
+    first, second = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
+    assert first == [str(venv), torch.__version__, False]
+    assert second == [str(venv), torch.__version__, False]  # a fresh /tmp, the venv still there

@@ -222,30 +222,67 @@ def _clean_up(child: int) -> None:
                 break
         except ChildProcessError:
             break
+    mounts = _mount_points()
     for folder in (WORK, "/tmp"):
-        _empty(folder)
-        if os.listdir(folder):  # something the notebook left cannot be removed: never reuse this
+        _empty(folder, mounts)
+        if any(os.path.join(folder, name) not in mounts.ancestors
+               for name in os.listdir(folder)):  # the notebook left what cannot be removed
             raise SystemExit(f"could not empty {folder} after a job; the sandbox must be restarted")
 
 
-def _empty(folder: str) -> None:
-    """Remove everything in ``folder``, first making read-only folders writable again (a notebook
-    may chmod what it created; it cannot make anything the template cannot change back)."""
+class _Mounts:
+    """The sandbox's mount points (a virtual environment bound below /tmp is one) and every folder
+    on the way to one: cleaning a folder never touches them."""
+
+    def __init__(self, points: set[str]) -> None:
+        self.points = points
+        self.ancestors = set(points)
+        for point in points:
+            while point not in ("/", ""):
+                point = os.path.dirname(point)
+                self.ancestors.add(point)
+
+
+def _mount_points() -> _Mounts:
+    points = set()
     try:
-        os.chmod(folder, 0o1777 if folder == "/tmp" else 0o700)
+        with open("/proc/self/mountinfo") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 4:  # the mount point, octal escapes (\040 for a space) undone
+                    points.add(fields[4].encode().decode("unicode_escape"))
     except OSError:
         pass
-    for root, dirs, _ in os.walk(folder):
-        for name in dirs:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                try:
-                    os.chmod(path, 0o700)
-                except OSError:
-                    pass
+    return _Mounts(points)
+
+
+def _empty(folder: str, mounts: _Mounts) -> None:
+    """Remove everything in ``folder`` but mount points (and the folders leading to them), first
+    making read-only folders writable again (a notebook may chmod what it created; it cannot make
+    anything the template cannot change back)."""
+    if folder not in mounts.ancestors or folder in ("/tmp", WORK):
+        try:
+            os.chmod(folder, 0o1777 if folder == "/tmp" else 0o700)
+        except OSError:
+            pass
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
+        if path in mounts.points:
+            continue
+        if path in mounts.ancestors:
+            _empty(path, mounts)  # a folder on the way to a bound one: clean around it
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
+            try:
+                os.chmod(path, 0o700)
+            except OSError:
+                pass
+            for root, dirs, _ in os.walk(path):  # top-down: each folder is opened after its chmod
+                for sub in dirs:
+                    try:
+                        os.chmod(os.path.join(root, sub), 0o700)
+                    except OSError:
+                        pass
             shutil.rmtree(path, ignore_errors=True)
         else:
             try:
