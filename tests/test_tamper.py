@@ -52,7 +52,7 @@ PAYS_WITH_NBGRADER = {
     "planted_for_the_next_notebook": False,
     "metadata_of_the_wrong_type": False,
     "output_flood": False,
-    "links_to_secrets": True,  # nbgrader copies what the links point at into autograded/
+    "links_to_secrets": False,
 }
 OUTPUT_LIMIT_BYTES = 10 * 2**20  # an autograded notebook's size, whatever its cells printed
 

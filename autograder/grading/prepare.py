@@ -345,6 +345,45 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
     return submission
 
 
+# each field nbgrader reads from a cell's metadata: its type, and the value that stands in for one of
+# the wrong type (the gradebook then restores the real one on grade and instructor cells)
+_NBGRADER_TYPES = {"grade": (bool, False), "solution": (bool, False), "locked": (bool, False),
+                   "task": (bool, False), "points": ((int, float), 0), "schema_version": (int, 3)}
+
+
+def _drop_wrong_types(nb: NotebookNode, name: str) -> list[str]:
+    """Replace submission metadata of the wrong type (``tags: 5``, ``points: "ten"``) before nbgrader
+    reads it: its sanitize steps would crash on it, failing the submission, while the gradebook
+    restores every field a grade or instructor cell needs. Returns what was replaced."""
+    removed = []
+    if not isinstance(nb.metadata.get("kernelspec", {}), dict):
+        del nb.metadata["kernelspec"]
+        removed.append("kernelspec")
+    for index, cell in enumerate(nb.cells):
+        tags = cell.metadata.get("tags")
+        if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+            del cell.metadata["tags"]
+            removed.append(f"cell {index} tags")
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            continue
+        if not isinstance(meta, dict):
+            del cell.metadata["nbgrader"]
+            removed.append(f"cell {index} nbgrader")
+            continue
+        if not isinstance(meta.get("grade_id", ""), str):
+            del cell.metadata["nbgrader"]
+            removed.append(f"cell {index} nbgrader")
+            continue
+        for key, (kind, stand_in) in _NBGRADER_TYPES.items():
+            value = meta.get(key)
+            if value is not None and (not isinstance(value, kind) or (kind is not bool and
+                                                                     isinstance(value, bool))):
+                meta[key] = stand_in
+                removed.append(f"cell {index} nbgrader.{key}")
+    return [f"{name}: metadata of the wrong type replaced: {', '.join(removed)}"] if removed else []
+
+
 def _keep_graded(final: Path, stage: Path, *, keep_out: set[str]) -> None:
     """Carry what an earlier run put in ``final`` into the stage (files not there yet), but the
     notebooks graded now."""
@@ -386,6 +425,7 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
                 continue
             resources = nbgrader_resources(course, student=student, assignment=assignment,
                                            notebook=name, workdir=str(submission.stage))
+            submission.log += _drop_wrong_types(nb, path.name)
             nb = steps.run(steps.sanitize, nb, resources, logger)  # raises: fails as in nbgrader
             steps.check_kernel(nb, notebook=name)  # raises: the submission fails, as in nbgrader
             try:
