@@ -274,11 +274,6 @@ PORTED: tuple[Scenario, ...] = (
     )),
 )
 
-DEL_SQUARES = ("grade cell sum_of_squares_uses_squares (`del squares`, expects NameError) scores 0 "
-               "instead of 0.5: grade cells run in the checker on copies of the student's names, so "
-               "`del` never reaches the student's namespace")
-REFUSED = "the autograder's CLI refuses {flag} (usage error, exit 2): that run grades nothing"
-
 # What the autograder does differently today, scenario by scenario, with the likely cause (issue 16).
 # A fix makes the scenario XPASS, which fails the suite: then remove its entry here.
 DIFFERS: dict[str, str] = {
