@@ -271,10 +271,10 @@ class Store:
             return s.execute(update(TokenRow).where(TokenRow.user == user, ~TokenRow.revoked)
                              .values(revoked=True)).rowcount
 
-    def token_user(self, token: str) -> tuple[str, bool] | None:
-        """(user, instructor) of a valid token, or None."""
+    def token_user_by_digest(self, token_digest: str) -> tuple[str, bool] | None:
+        """(user, instructor) of a valid token given its SHA-256, or None."""
         with self.session() as s:
-            row = s.scalar(select(TokenRow).where(TokenRow.digest == digest(token),
+            row = s.scalar(select(TokenRow).where(TokenRow.digest == token_digest,
                                                   ~TokenRow.revoked))
             return None if row is None else (row.user, row.instructor)
 

@@ -63,6 +63,15 @@ class Workspace:
             (folder / notebook).write_bytes(content)
             (folder / "timestamp.txt").write_text(timestamp)
 
+    def put(self, student: str, assignment: str, notebook: str, content: bytes,
+            timestamp: str) -> None:
+        """One submission into ``submitted/`` (a stream: the others stay), replacing the last."""
+        folder = self.root / "submitted" / student / assignment
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / notebook).write_bytes(content)
+        (folder / "timestamp.txt").write_text(timestamp)
+
     def autograded(self, student: str, assignment: str, notebook: str) -> Path:
         return self.root / "autograded" / student / assignment / notebook
 
