@@ -65,6 +65,10 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
                                                       for nb in settings.assignments()[found]})
     if problem:
         raise Refused(400, f"{name}: {problem}")
+    other = _belongs_to(settings, content, found)
+    if other is not None:
+        raise Refused(400, f"{name}: not a notebook of {found}: its cells are those of {other} "
+                           f"(upload {other}'s notebook under its own name)")
     policy = settings.policy(found)
     earlier = store.received_since(student, found, now - timedelta(hours=policy.window_hours))
     why = policy.refusal(now, earlier)
@@ -84,3 +88,21 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
              received_at=now)
         store.mark_landed([job_id])
     return Accepted(job_id, student, found, late)
+
+
+def _belongs_to(settings: ServiceSettings, content: bytes, assignment: str) -> str | None:
+    """Another assignment whose cells the notebook carries more of than ``assignment``'s (cells
+    such as an introduction may share ids; the tests' ids decide), or None."""
+    import json
+
+    try:
+        cells = json.loads(content).get("cells", [])
+    except (ValueError, AttributeError):
+        return None
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells
+           if isinstance(c, dict) and isinstance(c.get("metadata"), dict)
+           and isinstance(c["metadata"].get("nbgrader"), dict)}
+    overlap = {name: len(ids & set().union(*(settings.grade_ids(name, nb) for nb in notebooks)))
+               for name, notebooks in settings.assignments().items()}
+    best = max(overlap, key=lambda name: (overlap[name], name == assignment))
+    return None if best == assignment or overlap[best] <= overlap[assignment] else best
