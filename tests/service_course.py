@@ -60,6 +60,7 @@ class Service:
     root: Path
     port: int = field(default_factory=free_port)
     workers: int = 2
+    state: Path | None = None  # default: <course>/.service
     log: Path | None = None
     process: subprocess.Popen | None = None
 
@@ -73,7 +74,8 @@ class Service:
         out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
-             "--port", str(self.port), "--workers", str(self.workers)],
+             "--port", str(self.port), "--workers", str(self.workers),
+             *(["--state", str(self.state)] if self.state else [])],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -105,7 +107,8 @@ class Service:
 
     def tokens(self, *users: str, instructor: bool = False) -> dict[str, str]:
         args = [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "tokens",
-                "issue", *users] + (["--instructor"] if instructor else [])
+                "issue", *users] + (["--instructor"] if instructor else []) + \
+            (["--state", str(self.state)] if self.state else [])
         out = subprocess.run(args, check=True, capture_output=True, text=True,
                              env={**os.environ, **nbgrader_environment()}).stdout
         return dict(line.split("\t") for line in out.strip().splitlines())

@@ -6,7 +6,9 @@ graded exactly once."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +28,7 @@ FAULT_STUDENTS = tuple(f"s{i:02d}" for i in range(8))
 
 
 def hidden_text(assignment: str) -> set[str]:
-    return set().union(*(hidden_lines(cell.text) for cell in
+    return set().union(*(hidden_lines(cell.source) for cell in
                          read_source_cells(source_path(assignment, course_root=ROOT))))
 
 
@@ -146,13 +148,31 @@ def test_the_service_score_is_the_instructors_autograde_score(course, graded):
             assert cells == {t["name"]: t["points"] for t in statuses[student]["tests"]}
 
 
-def test_web_process_never_loads_torch(service):
-    maps = Path(f"/proc/{service.process.pid}/maps").read_text()
-    assert "libtorch" not in maps
+def test_student_code_runs_only_under_the_worker_never_in_the_web_process(service, tokens, course):
+    """Every sandbox (bwrap) is a descendant of the worker; the web process's only child is it."""
+    import psutil
+
+    web = psutil.Process(service.process.pid)
+    children = web.children()
+    assert [" ".join(c.cmdline()[1:3]) for c in children] == ["-m autograder.service.worker"]
+    with client(service, tokens["alice"]) as http:  # a submission in flight while we look
+        job = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                        content=right_notebook(course)).json()["id"]
+        sandboxes = []
+        deadline = time.monotonic() + 60
+        while not sandboxes and time.monotonic() < deadline:
+            sandboxes = [p for p in children[0].children(recursive=True) if p.name() == "bwrap"]
+            time.sleep(0.05)
+        wait_graded(http, job)
+    assert sandboxes
+    under_web = {p.pid for p in web.children(recursive=True)} - \
+        {p.pid for p in children[0].children(recursive=True)} - {children[0].pid}
+    assert under_web == set()
 
 
 def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp_path):
-    service = Service(course, workers=1).start()
+    state = tmp_path / "state"  # its own: the module's service runs on the same course
+    service = Service(course, workers=1, state=state, log=tmp_path / "serve.log").start()
     tokens = service.tokens(*FAULT_STUDENTS)
     content = right_notebook(course)
     ids = []
@@ -161,34 +181,43 @@ def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp
             with client(service, tokens[student]) as http:
                 ids.append(http.post("api/submissions", params={"filename": "01_strides.ipynb"},
                                      content=content).json()["id"])
-        store = Store(default_url(course / ".service"))
+        store = Store(default_url(state))
         deadline = time.monotonic() + 120
         while store.counts()["done"] < 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         counts = store.counts()
         assert counts["done"] >= 1 and counts["queued"] >= 2, counts
-        worker_pids = _pids_of("autograder.service.worker", course)
-        assert worker_pids
+        assert _pids_of("autograder.service.worker", course, state)
         service.kill()  # the serve process only: the worker must follow it by itself
         deadline = time.monotonic() + 20
-        while _pids_of("autograder.service.worker", course) and time.monotonic() < deadline:
+        while _pids_of("autograder.service.worker", course, state) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _pids_of("autograder.service.worker", course)
-        service = Service(course, workers=2, port=service.port).start()
-        with client(service, tokens[FAULT_STUDENTS[0]]) as http:
-            wait_graded(http, ids[0])
+        assert not _pids_of("autograder.service.worker", course, state)
+        service = Service(course, workers=1, port=service.port, state=state,
+                          log=tmp_path / "serve.log").start()
+        done = store.counts()["done"]
+        deadline = time.monotonic() + 120
+        while store.counts()["done"] == done and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert store.counts()["queued"] >= 1
+        worker = _pids_of("autograder.service.worker", course, state)
+        os.kill(worker[0], signal.SIGKILL)  # a worker that dies: the service starts another
         deadline = time.monotonic() + 240
         while store.counts()["done"] < len(ids) and time.monotonic() < deadline:
             time.sleep(0.3)
         rows = [store.get(i) for i in ids]
         assert [(r.state, r.graded_count, r.score) for r in rows] == [("done", 1, 10.0)] * len(ids)
-        assert "queued again" in (course / "serve.log").read_text()
+        log = (tmp_path / "serve.log").read_text()
+        assert "back in the queue" in log  # the worker that followed the killed service
+        assert "worker exited with status -9" in log and "queued again" in log  # the killed one
     finally:
         service.stop()
 
 
-def _pids_of(module: str, course: Path) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"{module} --course-root {re.escape(str(course))}"],
+def _pids_of(module: str, course: Path, state: Path | None = None) -> list[int]:
+    where = f"{module} --course-root {re.escape(str(course))} --state {re.escape(str(state))}" \
+        if state else f"{module} --course-root {re.escape(str(course))}"
+    out = subprocess.run(["pgrep", "-f", where],
                          capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 

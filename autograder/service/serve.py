@@ -9,6 +9,7 @@ address and prefix come from the hub's ``JUPYTERHUB_SERVICE_URL`` / ``JUPYTERHUB
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import secrets
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from autograder.course import load_course
+from autograder.errors import CourseError
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, default_url
 from autograder.service.web import make_app
@@ -47,6 +49,17 @@ def state_folder(options: ServeOptions) -> Path:
     folder = Path(options.state_dir or Path(options.course_root) / ".service").resolve()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder
+
+
+def _service_lock(folder: Path):
+    """One service per state folder: a second ``serve`` on it stops with the reason."""
+    handle = open(folder / "serve.lock", "a+")  # noqa: SIM115 - kept open: the lock lives with it
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CourseError(f"another `autograder serve` is running on {folder} (serve.lock); "
+                          "stop it, or give this one its own --state") from None
+    return handle
 
 
 def cookie_secret(folder: Path) -> bytes:
@@ -95,6 +108,7 @@ def serve(options: ServeOptions) -> None:
     course = load_course(options.course_root)
     settings = ServiceSettings.of(course)  # a wrong policy stops the start, with its message
     folder = state_folder(options)
+    lock = _service_lock(folder)  # noqa: F841 - held for the life of this process
     db_url = options.db_url or default_url(folder)
     store = Store(db_url)
     host, port, prefix = options.host, options.port, options.prefix

@@ -170,6 +170,14 @@ class Store:
                 state="queued", claimed_by=None, started_at=None)).rowcount
         return requeued, failed
 
+    def release(self, worker: str) -> int:
+        """A worker that stops gives its running submissions back (not counted as an attempt)."""
+        with self.session() as s:
+            return s.execute(update(SubmissionRow).where(
+                SubmissionRow.state == "running", SubmissionRow.claimed_by == worker).values(
+                state="queued", claimed_by=None, started_at=None,
+                attempts=SubmissionRow.attempts - 1)).rowcount
+
     def claim(self, worker: str, limit: int) -> list[Job]:
         """Up to ``limit`` queued submissions, fair: at most one per student (and none of a student
         with one running), lowest round first (a student's first pending submission before anyone's

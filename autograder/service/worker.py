@@ -12,7 +12,10 @@ its submissions ``running``, and the next worker puts them back in the queue (``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import faulthandler
+import fcntl
 import logging
 import os
 import signal
@@ -188,18 +191,59 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a stuck worker is, on stderr
     if args.with_parent:
         _die_with_parent()
     stop = threading.Event()
+
+    def stopped(*_) -> None:
+        if not stop.is_set():
+            stop.set()
+            raise WorkerStopped  # now, not after the running notebooks: they are given back
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
-                                  db_url=args.db, workers=args.workers, executor=args.executor,
-                                  memory_limit_gb=args.memory_limit or None,
-                                  notebook_timeout=args.notebook_timeout or None,
-                                  device=args.device))
-    worker.run(stop)
+        signal.signal(signum, stopped)
+    with workspace_lock(args.state):
+        worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
+                                      db_url=args.db, workers=args.workers,
+                                      executor=args.executor,
+                                      memory_limit_gb=args.memory_limit or None,
+                                      notebook_timeout=args.notebook_timeout or None,
+                                      device=args.device))
+        try:
+            worker.run(stop)
+        except WorkerStopped:
+            pass
+        finally:
+            released = worker.store.release(worker.id)
+            if released:
+                log.info("%s: stopped; %d running submission(s) back in the queue", worker.id,
+                         released)
     return 0
+
+
+class WorkerStopped(BaseException):
+    """SIGTERM/SIGINT (also the parent's death): leave at once; the sandboxes are closed on the way
+    out and the running submissions go back to the queue."""
+
+
+@contextlib.contextmanager
+def workspace_lock(state: Path, *, wait_s: float = 60.0):
+    """One worker per state folder: a second one waits (an orphan still shutting down), then
+    refuses with the reason."""
+    Path(state).mkdir(parents=True, exist_ok=True)
+    with open(Path(state) / "worker.lock", "a+") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"another worker holds {state}/worker.lock; one service per "
+                                     "state folder") from None
+                time.sleep(0.5)
+        yield
 
 
 if __name__ == "__main__":
