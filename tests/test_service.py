@@ -20,8 +20,8 @@ from service_course import Service, client, make_course, right_notebook, wait_gr
 
 from autograder.course import load_course
 from autograder.release import nbgrader_environment
-from autograder.source import hidden_lines, read_source_cells, source_path
 from autograder.service.store import Store, default_url
+from autograder.source import hidden_lines, read_source_cells, source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT_STUDENTS = tuple(f"s{i:02d}" for i in range(8))
@@ -130,6 +130,38 @@ def test_forms_need_the_xsrf_token(service, tokens, course):
     assert httpx.post(service.url, cookies=cookies, files=files).status_code == 403
     with client(service, tokens["alice"]) as http:  # a header token is not ambient: no XSRF
         assert http.get("api/assignments").status_code == 200
+
+
+def test_bad_input_over_http_is_a_json_error_and_writes_nothing(service, tokens, course, graded):
+    with client(service, tokens["alice"]) as http:
+        before = len(http.get("api/submissions").json()["submissions"])
+        landed = (course / "submitted" / "alice" / "01_strides" / "01_strides.ipynb").read_bytes()
+        reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                          content=b'{"cells": 3')
+        assert reply.status_code == 400
+        assert reply.json()["error"].startswith("01_strides.ipynb: not a Jupyter notebook")
+        reply = http.post("api/submissions", content=b"{}")
+        assert reply.status_code == 400 and "?filename=NN_name.ipynb" in reply.json()["error"]
+        assert len(http.get("api/submissions").json()["submissions"]) == before
+        assert (course / "submitted" / "alice" / "01_strides" / "01_strides.ipynb"
+                ).read_bytes() == landed
+        policy = http.get("api/assignments/01_strides/policy").json()
+        assert (policy["max_submissions"], policy["counts"]) == (5, "latest")
+        assert http.get("api/assignments/99_none/policy").status_code == 404
+
+
+def test_autograder_submit_from_a_terminal(service, tokens, course, tmp_path):
+    (tmp_path / "01_strides.ipynb").write_bytes(wrong_notebook(course))
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "01_strides.ipynb",
+                           "--url", service.url], cwd=tmp_path, capture_output=True, text=True,
+                          env={**nbgrader_environment(), "AUTOGRADER_TOKEN": tokens["bob"]},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "submitted 01_strides.ipynb as #" in done.stdout and "FAILED" in done.stdout
+    refused = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "notes.txt",
+                              "--url", service.url], cwd=tmp_path, capture_output=True, text=True,
+                             env={**nbgrader_environment(), "AUTOGRADER_TOKEN": tokens["bob"]})
+    assert refused.returncode == 1 and "notes.txt: no such file" in refused.stderr
 
 
 def test_the_service_score_is_the_instructors_autograde_score(course, graded):

@@ -200,3 +200,22 @@ def test_tokens_are_stored_as_digests_and_can_be_revoked(store):
     assert store.token_user_by_digest(digest(token)) == ("alice", False)
     assert store.revoke_tokens("alice") == 1
     assert store.token_user_by_digest(digest(token)) is None
+
+
+def test_feedback_shown_follows_the_policy_before_and_after_the_due_date(course, store):
+    from autograder.service.web import submission_view
+
+    job = store.add(student="alice", assignment="01_strides", notebook="01_strides.ipynb",
+                    content=b"{}", received_at=T0, late=False)
+    [claimed] = store.claim("w", 1)
+    tests = [{"name": "test_flat_index", "passed": False, "message": "AssertionError: got 0"}]
+    store.finish(claimed.id, "w", score=9, max_score=10, feedback={"tests": tests, "notices": []})
+    settings = settings_with(course, due="2026-11-05 00:00", feedback_before_due="score",
+                             feedback_after_due="tests")
+    before = submission_view(store.get(job), settings, store, T0)
+    after = submission_view(store.get(job), settings, store, T0 + timedelta(days=5))
+    assert (before["score"], "tests" in before) == (9, False)
+    assert after["tests"] == tests and after["score"] == 9
+    hidden = submission_view(store.get(job), settings_with(course, feedback_before_due="none"),
+                             store, T0)
+    assert "score" not in hidden and "tests" not in hidden and hidden["state"] == "done"
