@@ -99,6 +99,7 @@ def test_a_student_cannot_read_another_students_submission(service, tokens, grad
         assert bob.get("api/submissions", params={"student": "alice"}).json()["submissions"][0][
             "student"] == "bob"  # ?student= is for instructors only
         assert bob.get("api/queue").status_code == 403
+        assert bob.get("instructor").status_code == 403
     page = httpx.get(service.url + f"submissions/{ids['alice']}",
                      cookies=_login(service, tokens["bob"]))
     assert page.status_code == 404 and "There is no submission" in page.text
@@ -118,6 +119,8 @@ def test_pages_show_no_hidden_source_and_the_instructor_sees_everyone(service, t
     with client(service, tokens["prof"]) as prof:
         queue = prof.get("api/queue").json()
         assert queue["assignments"]["01_strides"]["students"] >= 2
+        page = prof.get("instructor")
+        assert page.status_code == 200 and "Queued:" in page.text and "01_strides" in page.text
         rows = prof.get("instructor/scores.csv").text.strip().splitlines()
         assert rows[0].startswith("id,student,assignment") and len(rows) >= 3
         assert prof.get("api/submissions", params={"student": "alice"}).json()[
