@@ -121,6 +121,7 @@ def test_pages_show_no_hidden_source_and_the_instructor_sees_everyone(service, t
         assert queue["assignments"]["01_strides"]["students"] >= 2
         page = prof.get("instructor")
         assert page.status_code == 200 and "Queued:" in page.text and "01_strides" in page.text
+        assert 'id="distribution"' in page.text  # the report's score histogram
         rows = prof.get("instructor/scores.csv").text.strip().splitlines()
         assert rows[0].startswith("id,student,assignment") and len(rows) >= 3
         assert prof.get("api/submissions", params={"student": "alice"}).json()[

@@ -36,6 +36,7 @@ from typing import Any
 
 from tornado import web
 
+from autograder.figures import score_distribution
 from autograder.service.intake import Refused, accept
 from autograder.service.policy import iso
 from autograder.service.settings import ServiceSettings
@@ -66,7 +67,7 @@ class _Base(web.RequestHandler):
         return self.settings["clock"]()
 
     def set_default_headers(self) -> None:
-        self.set_header("Content-Security-Policy", "default-src 'self'; frame-ancestors 'self'; "
+        self.set_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'self'; "
                         "form-action 'self'; base-uri 'none'; object-src 'none'")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Referrer-Policy", "same-origin")
@@ -178,21 +179,31 @@ def assignment_views(settings: ServiceSettings, store: Store, student: str | Non
     return views
 
 
-def queue_view(settings: ServiceSettings, store: Store) -> dict:
+def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False) -> dict:
+    """Queue length, running jobs, per assignment: submissions, students, each student's latest
+    score (and, with ``figure``, their distribution as the report draws it, a base64 PNG)."""
     counts = store.counts()
     per_assignment: dict[str, dict] = {}
-    for row in store.history():
+    top: dict[str, float] = {}
+    for row in store.history():  # newest first: the first score seen is a student's latest
         entry = per_assignment.setdefault(row.assignment, {"submissions": 0, "students": set(),
-                                                           "scores": []})
+                                                           "latest": {}})
         entry["submissions"] += 1
         entry["students"].add(row.student)
         if row.state == "done" and row.score is not None:
-            entry["scores"].append(row.score)
-    return {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
+            entry["latest"].setdefault(row.student, row.score)
+            top[row.assignment] = max(top.get(row.assignment, 0.0), row.max_score or 0.0)
+    for entry in per_assignment.values():
+        entry["scores"] = list(entry.pop("latest").values())
+    view = {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
             "failed": counts["failed"],
             "assignments": {name: {"submissions": e["submissions"], "students": len(e["students"]),
                                    "scores": sorted(e["scores"])}
                             for name, e in sorted(per_assignment.items())}}
+    if figure:
+        view["figure"] = score_distribution(
+            {name: e["scores"] for name, e in sorted(per_assignment.items())}, top)
+    return view
 
 
 # -- API ---------------------------------------------------------------------------------------
@@ -324,7 +335,7 @@ class InstructorPage(_Base):
     def get(self) -> None:
         if not self.identity().instructor:
             return self.page("missing.html", 403, what="the instructor view")
-        self.page("instructor.html", queue=queue_view(self.service, self.store))
+        self.page("instructor.html", queue=queue_view(self.service, self.store, figure=True))
 
 
 class ScoresCsv(_Base):
