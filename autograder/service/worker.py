@@ -60,6 +60,7 @@ class Worker:
     def __init__(self, options: WorkerOptions) -> None:
         self.options = options
         self.id = f"worker-{uuid.uuid4().hex[:12]}"
+        Path(options.state_dir).mkdir(parents=True, exist_ok=True)
         self.store = Store(options.db_url or default_url(options.state_dir))
         self.course = load_course(options.course_root)
         self.settings = ServiceSettings.of(self.course)
