@@ -33,7 +33,8 @@ SERVICE = "autograder"
 HUB_CONFIG = '''
 c = get_config()  # noqa: F821
 c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = {{"alice", "bob"}}
+c.Authenticator.allowed_users = {{"alice", "bob", "prof"}}
+c.JupyterHub.load_groups = {{"instructors": {{"users": ["prof"]}}}}
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -48,9 +49,11 @@ c.JupyterHub.services = [{{
     "command": {command!r},
     "environment": {environment!r},
     "oauth_no_confirm": True,
+    "oauth_client_allowed_scopes": ["read:users:groups!user"],
 }}]
 c.JupyterHub.load_roles = [
-    {{"name": "user", "scopes": ["self", "access:services!service={service}"]}},
+    {{"name": "user", "scopes": ["self", "access:services!service={service}",
+                                "read:users:groups!user"]}},
 ]
 '''
 
@@ -182,6 +185,14 @@ def test_two_students_get_their_own_feedback_through_the_hub(hub, course, tmp_pa
             ids = bob.locator("#history tbody tr td:first-child").all_text_contents()
             assert [int(i) for i in ids] == [bob_id]  # bob's history is bob's alone
             assert_no_hidden_source(bob.content())
+            assert bob.goto(f"{hub}/services/{SERVICE}/instructor").status == 403
+
+            prof_context, prof = _log_in(playwright, hub, "prof", tmp_path)
+            contexts.append(prof_context)
+            staff = prof.goto(f"{hub}/services/{SERVICE}/instructor")
+            assert staff.status == 200  # a member of the hub group "instructors"
+            assert "Queued:" in prof.text_content("#queue")
+            assert prof.locator("#distribution").count() == 1
         finally:
             for context in contexts:
                 context.close()
