@@ -1,0 +1,197 @@
+"""Translation catalogues: one gettext ``.po`` per page or exercise, each entry keyed by its English unit.
+
+    intro.md                          -> locales/<lang>/intro.po
+    chapters/00_napkin_math.md        -> locales/<lang>/chapters/00_napkin_math.po
+    solutions/01_strides/01_strides.py -> locales/<lang>/exercises/01_strides.po
+
+An entry's ``msgctxt`` is ``segment.unit_hash`` of the English text, ``msgid`` the English text
+(normalized, for review), ``msgstr`` the translation, ``#:`` the source file and line. ``update``
+rewrites a catalogue from its source: entries are carried over by hash; when an English unit changed,
+the closest old translation comes back ``#, fuzzy`` with ``#| msgid`` (the previous English), and
+translations that match nothing stay as obsolete ``#~`` entries. Only a non-empty, non-fuzzy msgstr
+counts as translated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polib
+
+from autograder.i18n import LOCALES_DIR
+from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, split_python, units
+
+PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
+EXERCISES = "solutions/[0-9]*/[0-9]*.py"
+_CELL = re.compile(r"^# %%( \[markdown\])? nbgrader=(\{.*\})\s*$")
+FUZZY_CUTOFF = 0.6
+
+
+def sources(root: Path = Path(".")) -> list[str]:
+    """Every translated source, relative to ``root``: the pages of the book, then the exercises."""
+    root = Path(root)
+    found = [p for pattern in PAGES for p in sorted(root.glob(pattern))]
+    found += sorted(root.glob(EXERCISES))
+    return [p.relative_to(root).as_posix() for p in found]
+
+
+def catalogue_path(source: str, language: str, root: Path = Path(".")) -> Path:
+    """Where the catalogue of ``source`` (a path relative to the course root) lives."""
+    rel = Path(source)
+    if rel.parts[0] == "solutions":
+        rel = Path("exercises") / rel.name
+    return Path(root) / LOCALES_DIR / language / rel.with_suffix(".po")
+
+
+# --- units of a source -----------------------------------------------------------------------------
+
+def exercise_cells(text: str) -> list[tuple[dict, str, str, int]]:
+    """``(nbgrader meta, kind, text, first line)`` per cell of a py:percent source (markdown
+    uncommented, as ``autograder.source.read_source_cells`` reads it, with line numbers)."""
+    import json
+
+    cells: list[tuple[dict, str, list[str], int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _CELL.match(line)
+        if match:
+            cells.append((json.loads(match.group(2)), "markdown" if match.group(1) else "code", [],
+                          number + 1))
+        elif cells:
+            cells[-1][2].append(line)
+    out = []
+    for meta, kind, body, first in cells:
+        if kind == "markdown":
+            body = [b[2:] if b.startswith("# ") else b[1:] if b.startswith("#") else b for b in body]
+        while body and not body[0].strip():
+            body, first = body[1:], first + 1
+        out.append((meta, kind, "\n".join(body).strip("\n"), first))
+    return out
+
+
+def student_code(code: str) -> str:
+    """A student cell as released: each solution region (markers included) removed."""
+    kept, inside = [], False
+    for line in code.split("\n"):
+        if "BEGIN SOLUTION" in line:
+            inside = True
+        elif "END SOLUTION" in line:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def cell_pieces(meta: dict, kind: str, text: str, first_line: int = 1) -> list[Piece]:
+    """The pieces of one exercise cell: markdown by the MyST rules, a student cell's docstrings and
+    comments; any other cell (grade, locked code) is one verbatim piece."""
+    if kind == "markdown":
+        return split_myst(text, first_line=first_line)
+    if is_student_cell(meta):
+        return split_python(text, first_line=first_line)
+    return [text]
+
+
+def source_units(source: str, root: Path = Path(".")) -> list[Unit]:
+    """The units of a source file, in order (duplicates included)."""
+    text = (Path(root) / source).read_text(encoding="utf-8")
+    if not source.endswith(".py"):
+        return units(split_myst(text))
+    found: list[Unit] = []
+    for meta, kind, body, first in exercise_cells(text):
+        if kind == "code" and is_student_cell(meta):
+            body = student_code(body)  # solution lines never reach the student
+        found += units(cell_pieces(meta, kind, body, first))
+    return found
+
+
+# --- the .po files ---------------------------------------------------------------------------------
+
+def is_translated(entry: polib.POEntry) -> bool:
+    return bool(entry.msgstr.strip()) and "fuzzy" not in entry.flags and not entry.obsolete
+
+
+def load(path: Path) -> polib.POFile:
+    return polib.pofile(str(path), wrapwidth=100)
+
+
+def translations(path: Path) -> dict[str, str]:
+    """``msgctxt -> msgstr`` of the translated entries of a catalogue (none if it does not exist)."""
+    if not Path(path).is_file():
+        return {}
+    return {e.msgctxt: e.msgstr for e in load(path) if is_translated(e)}
+
+
+@dataclass
+class UpdateResult:
+    path: Path
+    entries: int = 0
+    translated: int = 0
+    fuzzy: list[str] = field(default_factory=list)  # msgctxt of entries marked stale by this update
+    obsolete: int = 0
+
+
+def update(source: str, language: str, root: Path = Path(".")) -> UpdateResult:
+    """Rewrite the catalogue of ``source`` from its current English units (module docstring)."""
+    root = Path(root)
+    path = catalogue_path(source, language, root)
+    old = load(path) if path.is_file() else polib.POFile(wrapwidth=100)
+    by_key = {e.msgctxt: e for e in old if not e.obsolete}
+    po = polib.POFile(wrapwidth=100)
+    po.metadata = {"Project-Id-Version": "cs336-resource-accounting", "Language": language,
+                   "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
+                   "Content-Transfer-Encoding": "8bit"}
+    result = UpdateResult(path)
+    new_entries: dict[str, polib.POEntry] = {}
+    for unit in source_units(source, root):
+        where = (source, str(unit.line))
+        if unit.key in new_entries:
+            new_entries[unit.key].occurrences.append(where)
+            continue
+        was = by_key.get(unit.key)
+        entry = polib.POEntry(msgctxt=unit.key, msgid=unit.english, msgstr=was.msgstr if was else "",
+                              occurrences=[where], flags=list(was.flags) if was else [],
+                              tcomment=was.tcomment if was else "",
+                              previous_msgid=was.previous_msgid if was else None)
+        if unit.kind != "prose":
+            entry.comment = f"python {unit.kind}"
+        new_entries[unit.key] = entry
+    unused = [e for key, e in by_key.items() if key not in new_entries and e.msgstr.strip()]
+    unused += [e for e in old if e.obsolete and e.msgstr.strip()]
+    for key, entry in new_entries.items():
+        if entry.msgstr or not unused:
+            continue
+        match = _closest(entry.msgid, unused)
+        if match is not None:
+            unused.remove(match)
+            entry.msgstr, entry.tcomment = match.msgstr, match.tcomment
+            entry.flags = ["fuzzy"]
+            entry.previous_msgid = match.previous_msgid if "fuzzy" in match.flags and \
+                match.previous_msgid else match.msgid
+            result.fuzzy.append(key)
+    for entry in new_entries.values():
+        po.append(entry)
+    for entry in unused:
+        entry.obsolete, entry.occurrences = True, []
+        po.append(entry)
+    result.entries = len(new_entries)
+    result.translated = sum(is_translated(e) for e in new_entries.values())
+    result.obsolete = len(unused)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = str(po) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return result
+
+
+def _closest(english: str, candidates: list[polib.POEntry]) -> polib.POEntry | None:
+    """The candidate whose English (previous English for a fuzzy one) is most like ``english``."""
+    best, score = None, FUZZY_CUTOFF
+    for entry in candidates:
+        for text in (entry.msgid, entry.previous_msgid or ""):
+            ratio = difflib.SequenceMatcher(None, english, text).ratio() if text else 0.0
+            if ratio > score:
+                best, score = entry, ratio
+    return best
