@@ -30,6 +30,10 @@ What is offered is untrusted, and each offer (one student's folder or file) succ
   it belongs to whoever runs ``collect`` (the instructor's own copy of the exchange), or
   ``check_owner=False``. Of several offers of one student, the newest by timestamp is taken (as
   ``nbgrader collect`` does); the older ones are listed as ``superseded``.
+
+A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
+as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
+ones, so grade, feedback and the gradebook see one notebook whatever language the student read.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from nbgrader.utils import parse_utc
 
 from autograder.course import Course, load_course
 from autograder.errors import CollectError
+from autograder.source import graded_notebook_name
 
 # Canvas/Moodle-style names start with the student's login: "jdoe_12345_67890_01_strides.ipynb"
 DEFAULT_PATTERN = r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.\-]*)[_\-]"
@@ -396,7 +401,12 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
                               f"{offer.student!r} may hold only letters, digits, '_', '.', '-'")
         return
     contents: dict[str, bytes] = {}
-    for name, path in offer.files.items():
+    names = _graded_names(offer.files)
+    if isinstance(names, str):
+        result.refused.append(f"{offer.where or offer.student}: {names}")
+        return
+    for original, path in offer.files.items():
+        name = names[original]
         try:
             contents[name] = _read_regular(path, shown)
         except (CollectError, OSError) as error:
@@ -421,6 +431,23 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     if offer.timestamp and not (dest / "timestamp.txt").exists():
         (dest / "timestamp.txt").write_text(offer.timestamp)
     result.collected.append((offer.student, offer.assignment))
+
+
+def _graded_names(files: dict[str, Path]) -> dict[str, str] | str:
+    """Offered name -> name in submitted/: a notebook of a language edition is stored under the
+    notebook it is graded as (``source.graded_notebook_name``). Two editions of one notebook in one
+    offer: the message why it is refused."""
+    names: dict[str, str] = {}
+    for name in files:
+        top_notebook = name.endswith(".ipynb") and "/" not in name
+        names[name] = f"{graded_notebook_name(name)}.ipynb" if top_notebook else name
+    seen: dict[str, str] = {}
+    for original, name in names.items():
+        if name in seen:
+            return (f"{seen[name]} and {original} are the same notebook in two languages; "
+                    "submit one of them")
+        seen[name] = original
+    return names
 
 
 def _notebook_problem(data: bytes, notebook: str, assignment: str,

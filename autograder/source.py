@@ -21,6 +21,7 @@ the leak check, the sample submissions, the feedback preprocessor and ``python -
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,23 @@ NBGRADER_PREFIX = "nbgrader="
 def source_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
     """``solutions/<assignment>/<assignment>.py`` under ``course_root``."""
     return Path(course_root) / SOURCE_DIR / assignment / f"{assignment}.py"
+
+
+# The language editions of a release, ``<notebook>.<tag>.ipynb`` (the tags of autograder.i18n.LANGUAGES).
+EDITION_TAGS: tuple[str, ...] = ("zh-TW",)
+_EDITION = re.compile(rf"^(?P<notebook>.+)\.(?:{'|'.join(map(re.escape, EDITION_TAGS))})\.ipynb$")
+
+
+def graded_notebook_name(filename: str) -> str:
+    """The gradebook notebook a submitted file is graded as: its name without ``.ipynb`` and without a
+    language edition's tag (``01_strides.zh-TW.ipynb`` -> ``01_strides``; ``01_strides.ipynb`` ->
+    ``01_strides``). Every edition of an exercise carries the English grade cells, so one gradebook
+    notebook grades them all; ``autograder collect`` stores each submission under this name."""
+    name = Path(filename).name
+    found = _EDITION.match(name)
+    if found:
+        return found["notebook"]
+    return name[: -len(".ipynb")] if name.endswith(".ipynb") else name
 
 
 def release_path(assignment: str, *, course_root: Path = Path(".")) -> Path:

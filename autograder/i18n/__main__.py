@@ -3,6 +3,8 @@
     python -m autograder.i18n update [--language zh_TW]   rewrite every catalogue from its source
     python -m autograder.i18n check [FILES...] [--summary] report what each catalogue still lacks
                                                           (exit 1 when anything does)
+    python -m autograder.i18n pages [--language zh_TW]    write the translated book's sources into
+                                                          _build/i18n/<lang>/book/ (make site builds it)
 
 ``check`` needs only ``polib`` and ``opencc``: it reads the .po files and the glossary, never a source.
 """
@@ -22,7 +24,7 @@ KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "simplified")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.i18n", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["update", "check"])
+    parser.add_argument("command", choices=["update", "check", "pages"])
     parser.add_argument("files", nargs="*", type=Path, help="check: catalogues (default: all)")
     parser.add_argument("--language", default=DEFAULT_LANGUAGE)
     parser.add_argument("--root", type=Path, default=Path("."))
@@ -30,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "update":
         return _update(args.root, args.language)
+    if args.command == "pages":
+        return _pages(args.root, args.language)
     return _check(args.root, args.language, args.files, summary=args.summary)
 
 
@@ -41,6 +45,17 @@ def _update(root: Path, language: str) -> int:
         stale = f", {len(result.fuzzy)} newly fuzzy" if result.fuzzy else ""
         print(f"{result.path.relative_to(root)}: {result.entries} entries, "
               f"{result.translated} translated{stale}, {result.obsolete} obsolete")
+    return 0
+
+
+def _pages(root: Path, language: str) -> int:
+    from autograder.i18n.pages import write_book
+
+    report = write_book(language, root)
+    for page, count in sorted(report.untranslated.items()):
+        print(f"{page}: {count} units not yet translated (shown in English, marked)")
+    print(f"{language}: {report.translated} units translated, {report.missing} not yet translated; "
+          f"book sources in {report.book}")
     return 0
 
 

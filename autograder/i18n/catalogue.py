@@ -25,15 +25,18 @@ from autograder.i18n import LOCALES_DIR
 from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, split_python, units
 
 PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
+BOOK_FILES = {"_config.yml": "title:", "_toc.yml": "- caption:"}  # file -> the key of its one-line units
 EXERCISES = "solutions/[0-9]*/[0-9]*.py"
 _CELL = re.compile(r"^# %%( \[markdown\])? nbgrader=(\{.*\})\s*$")
 FUZZY_CUTOFF = 0.6
 
 
 def sources(root: Path = Path(".")) -> list[str]:
-    """Every translated source, relative to ``root``: the pages of the book, then the exercises."""
+    """Every translated source, relative to ``root``: the book's title and captions, its pages, then
+    the exercises."""
     root = Path(root)
-    found = [p for pattern in PAGES for p in sorted(root.glob(pattern))]
+    found = [root / name for name in BOOK_FILES if (root / name).is_file()]
+    found += [p for pattern in PAGES for p in sorted(root.glob(pattern))]
     found += sorted(root.glob(EXERCISES))
     return [p.relative_to(root).as_posix() for p in found]
 
@@ -97,6 +100,8 @@ def cell_pieces(meta: dict, kind: str, text: str, first_line: int = 1) -> list[P
 def source_units(source: str, root: Path = Path(".")) -> list[Unit]:
     """The units of a source file, in order (duplicates included)."""
     text = (Path(root) / source).read_text(encoding="utf-8")
+    if source in BOOK_FILES:
+        return _yaml_units(text, BOOK_FILES[source])
     if not source.endswith(".py"):
         return units(split_myst(text))
     found: list[Unit] = []
@@ -104,6 +109,16 @@ def source_units(source: str, root: Path = Path(".")) -> list[Unit]:
         if kind == "code" and is_student_cell(meta):
             body = student_code(body)  # solution lines never reach the student
         found += units(cell_pieces(meta, kind, body, first))
+    return found
+
+
+def _yaml_units(text: str, key: str) -> list[Unit]:
+    """One unit per ``key value`` line of a book file (the title, each part's caption)."""
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith(key):
+            value = line.strip()[len(key):].strip().strip('"')
+            found.append(Unit(value, number))
     return found
 
 
