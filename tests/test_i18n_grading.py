@@ -1,0 +1,104 @@
+"""A zh-TW notebook grades exactly as its English twin, through `autograder collect` and `grade`.
+
+For every exercise four students hand in: the reference and the first wrong variant of its catalogue
+(tests/catalogue/), each once from the English release and once from the zh-TW release
+(``NN_name.zh-TW.ipynb``, docstrings in Chinese). One gradebook grades them all; every grade cell must
+score the same in both languages. Also: what collect does with an edition's file name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import autograder_toy as toy
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.cli import main
+from autograder.release import copy_course, release
+from autograder.samples import load_catalogue, reference_notebook, student_notebook
+from autograder.source import ASSIGNMENTS, graded_notebook_name
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = "zh_TW"
+STUDENTS = {"en-ref": (None, False), "zh-ref": (LANGUAGE, False),
+            "en-wrong": (None, True), "zh-wrong": (LANGUAGE, True)}
+
+
+def test_graded_notebook_name():
+    assert graded_notebook_name("01_strides.zh-TW.ipynb") == "01_strides"
+    assert graded_notebook_name("01_strides.ipynb") == "01_strides"
+    assert graded_notebook_name("01_strides.bak.ipynb") == "01_strides.bak"  # not an edition
+
+
+@pytest.fixture(scope="module")
+def bilingual_course(tmp_path_factory):
+    """A course copy with both editions of every exercise submitted, collected and graded."""
+    tmp = tmp_path_factory.mktemp("bilingual")
+    root = copy_course(ROOT, tmp / "course")
+    release(course_root=root)
+    inbox = tmp / "inbox"
+    for assignment in ASSIGNMENTS:
+        wrong = load_catalogue(assignment, course_root=ROOT)[0][0]["replace"]
+        for student, (language, is_wrong) in STUDENTS.items():
+            nb = student_notebook(assignment, wrong if is_wrong else None, course_root=root,
+                                  language=language)
+            name = f"{assignment}.zh-TW.ipynb" if language else f"{assignment}.ipynb"
+            (inbox / student / assignment).mkdir(parents=True)
+            nbformat.write(nb, inbox / student / assignment / name)
+    assert main(["--course-root", str(root), "collect", str(inbox)]) == 0
+    assert main(["--course-root", str(root), "grade", "--allow-cpu", "--no-progress"]) == 0
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for assignment in ASSIGNMENTS:
+            for student in STUDENTS:
+                notebook = gb.find_submission_notebook(assignment, assignment, student)
+                scores[assignment, student] = {g.name: float(g.score) for g in notebook.grades}
+    return root, scores
+
+
+@pytest.mark.slow
+def test_collect_stores_the_zh_tw_notebook_as_the_graded_one(bilingual_course):
+    root, _ = bilingual_course
+    for assignment in ASSIGNMENTS:
+        folder = root / "submitted" / "zh-ref" / assignment
+        assert sorted(p.name for p in folder.glob("*.ipynb")) == [f"{assignment}.ipynb"]
+        assert "張量" in (folder / f"{assignment}.ipynb").read_text(encoding="utf-8") or \
+            assignment != "01_strides"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_zh_tw_grades_as_english(bilingual_course, assignment):
+    _, scores = bilingual_course
+    for kind in ("ref", "wrong"):
+        english, chinese = scores[assignment, f"en-{kind}"], scores[assignment, f"zh-{kind}"]
+        assert chinese == english, f"{assignment} {kind}: zh-TW {chinese} != English {english}"
+    reference = release_points(assignment)
+    assert sum(scores[assignment, "zh-ref"].values()) == reference
+    assert sum(scores[assignment, "zh-wrong"].values()) < reference
+
+
+def release_points(assignment: str) -> float:
+    nb = reference_notebook(assignment, course_root=ROOT)
+    return sum(float(c.metadata.nbgrader.get("points", 0)) for c in nb.cells
+               if c.metadata.nbgrader.get("grade"))
+
+
+@pytest.fixture(scope="module")
+def toy_course(tmp_path_factory):
+    return toy.make_toy_course(tmp_path_factory.mktemp("toy-i18n") / "course")
+
+
+def test_collect_maps_an_edition_and_refuses_two(toy_course, tmp_path, capsys):
+    inbox = tmp_path / "inbox"
+    (inbox / "ana" / "toy").mkdir(parents=True)
+    nbformat.write(toy.student_notebook(toy_course), inbox / "ana" / "toy" / "toy.zh-TW.ipynb")
+    (inbox / "ben" / "toy").mkdir(parents=True)
+    for name in ("toy.ipynb", "toy.zh-TW.ipynb"):
+        nbformat.write(toy.student_notebook(toy_course), inbox / "ben" / "toy" / name)
+    assert main(["--course-root", str(toy_course), "collect", str(inbox)]) == 0
+    assert [p.name for p in (toy_course / "submitted" / "ana" / "toy").iterdir()] == ["toy.ipynb"]
+    assert not (toy_course / "submitted" / "ben").exists()
+    assert "same notebook in two languages" in capsys.readouterr().err
