@@ -47,54 +47,65 @@ def translated_notebook(assignment: str, language: str) -> str:
 
 
 def write_book(language: str, root: Path = Path(".")) -> EditionReport:
-    """Write the translated book of ``language`` from the English sources and catalogues."""
+    """Write the translated book of ``language`` into ``book_dir`` (replacing what was there)."""
     root = Path(root).resolve()
     book = book_dir(language, root)
+    files, report = book_files(language, root, cache=root / "_build" / ".jupyter_cache")
     if book.exists():
         shutil.rmtree(book)
-    book.mkdir(parents=True)
-    report = EditionReport(book)
+    for name, data in files.items():
+        (book / name).parent.mkdir(parents=True, exist_ok=True)
+        (book / name).write_bytes(data)
+    report.book = book
+    return report
+
+
+def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[str, bytes], EditionReport]:
+    """Relative path -> bytes of every file of the translated book, and what it left untranslated.
+    ``cache``: the English build's jupyter-cache, as the book's ``execute.cache`` names it."""
+    root = Path(root)
+    files: dict[str, bytes] = {}
+    report = EditionReport(Path())
     for name in COPIED:
-        if (root / name).is_dir():
-            shutil.copytree(root / name, book / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif (root / name).is_file():
-            shutil.copy2(root / name, book / name)
-    (book / "chapters").mkdir()
-    for helper in (root / "chapters").glob("_*.py"):
-        shutil.copy2(helper, book / "chapters" / helper.name)
+        path = root / name
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else \
+            [path] if path.is_file() else []
+        for item in found:
+            if "__pycache__" not in item.parts:
+                files[item.relative_to(root).as_posix()] = item.read_bytes()
+    for helper in sorted((root / "chapters").glob("_*.py")):
+        files[f"chapters/{helper.name}"] = helper.read_bytes()
     for page in (s for s in sources(root) if s.endswith(".md")):
         pieces = split_myst((root / page).read_text(encoding="utf-8"))
         done = render(pieces, translations(catalogue_path(page, language, root)))
         text = _with_note(done.text, root / "locales" / language / NOTES_DIR / page)
-        (book / page).parent.mkdir(parents=True, exist_ok=True)
-        (book / page).write_text(text, encoding="utf-8")
+        files[page] = text.encode("utf-8")
         report.translated += done.translated
         if done.untranslated:
             report.untranslated[page] = len(done.untranslated)
     for assignment in ASSIGNMENTS:
         released = root / "exercises" / assignment / translated_notebook(assignment, language)
         if released.is_file():
-            (book / "exercises" / assignment).mkdir(parents=True)
-            shutil.copy2(released, book / "exercises" / assignment / f"{assignment}.ipynb")
-    shutil.copy2(root / "_toc.yml", book / "_toc.yml")
-    _translate_yaml_lines(book / "_toc.yml", "- caption: ", language, root, "_toc.yml")
-    (book / "_config.yml").write_text(yaml.safe_dump(book_config(language, root), allow_unicode=True,
-                                                     sort_keys=False), encoding="utf-8")
-    return report
+            files[f"exercises/{assignment}/{assignment}.ipynb"] = released.read_bytes()
+    files["_toc.yml"] = _translated_toc(language, root).encode("utf-8")
+    config = book_config(language, root)
+    config["execute"]["cache"] = str(cache)
+    files["_config.yml"] = yaml.safe_dump(config, allow_unicode=True, sort_keys=False).encode("utf-8")
+    return dict(sorted(files.items())), report
 
 
 def book_config(language: str, root: Path) -> dict:
-    """The English ``_config.yml`` with this edition's language, title, cache and switch."""
+    """The English ``_config.yml`` with this edition's language, title and switch."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     info = LANGUAGES[language]
     title = translations(catalogue_path("_config.yml", language, root))
     config["title"] = _translated_line(config["title"], title)
-    config.setdefault("execute", {})["cache"] = str(root / "_build" / ".jupyter_cache")
+    config.setdefault("execute", {})
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx["language"] = info["sphinx"]
-    sphinx["language_switch_href"] = "../"
-    sphinx["language_switch_label"] = "English"
-    sphinx["language_switch_lang"] = "en"
+    sphinx["language_switch"] = [{"href": "../", "label": "English", "lang": "en"}] + [
+        {"href": f"../{other['folder']}/", "label": other["name"], "lang": other["tag"]}
+        for code, other in LANGUAGES.items() if code != language]
     return config
 
 
@@ -104,16 +115,17 @@ def _translated_line(english: str, found: dict[str, str]) -> str:
     return found.get(unit_hash(english), english)
 
 
-def _translate_yaml_lines(path: Path, prefix: str, language: str, root: Path, source: str) -> None:
-    found = translations(catalogue_path(source, language, root))
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+def _translated_toc(language: str, root: Path) -> str:
+    """The English ``_toc.yml`` with each part's caption translated (same files, same order)."""
+    prefix = "- caption: "
+    found = translations(catalogue_path("_toc.yml", language, root))
+    lines = (root / "_toc.yml").read_text(encoding="utf-8").splitlines(keepends=True)
     for n, line in enumerate(lines):
         stripped = line.lstrip()
         if stripped.startswith(prefix):
             english = stripped[len(prefix):].strip()
-            indent = line[: len(line) - len(stripped)]
-            lines[n] = f"{indent}{prefix}{_translated_line(english, found)}\n"
-    path.write_text("".join(lines), encoding="utf-8")
+            lines[n] = f"{line[: len(line) - len(stripped)]}{prefix}{_translated_line(english, found)}\n"
+    return "".join(lines)
 
 
 def _with_note(text: str, note: Path) -> str:
