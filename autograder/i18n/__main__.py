@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--language", default=DEFAULT_LANGUAGE)
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--summary", action="store_true", help="check: counts only")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.command == "update":
         return _update(args.root, args.language)
     if args.command == "pages":

@@ -195,10 +195,15 @@ def update(source: str, language: str, root: Path = Path(".")) -> UpdateResult:
     result.translated = sum(is_translated(e) for e in new_entries.values())
     result.obsolete = len(unused)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = str(po) + "\n"
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+    if not path.is_file() or _entries(old) != _entries(po):
+        po.save(str(path))
     return result
+
+
+def _entries(po: polib.POFile) -> list[tuple]:
+    """What a catalogue says (a file that says the same is left alone, byte for byte)."""
+    return [(e.msgctxt, e.msgid, e.msgstr, e.occurrences, e.flags, e.previous_msgid, e.obsolete,
+             e.tcomment, e.comment) for e in po]
 
 
 def _closest(english: str, candidates: list[polib.POEntry]) -> polib.POEntry | None:
