@@ -20,9 +20,10 @@ edition's own build alike, so no page ever names the course repository. Publishi
 ``repository.url`` that is one of the course repository's own git remotes.
 
 Publishing writes the edition into a staging folder, runs the leak check (``autograder.leaks``) on it
-with the course's remote URLs as forbidden text, and only then updates DEST: files whose bytes changed
-are rewritten, files of the earlier edition that are gone are removed, nothing carries a timestamp, so
-an unchanged course leaves DEST byte-identical. DEST must be missing, empty (a ``.git`` folder aside)
+with the course's remote URLs as forbidden text, and on the translation catalogues
+(``find_translation_leaks``), and only then updates DEST: files whose bytes changed are rewritten,
+files of the earlier edition that are gone are removed, nothing carries a timestamp, so an unchanged
+course leaves DEST byte-identical. DEST must be missing, empty (a ``.git`` folder aside)
 or an earlier edition (its marker lists every file; ``.git``, ``_build`` and Python/Jupyter caches
 may sit beside them).
 """
@@ -45,7 +46,7 @@ import yaml
 from autograder.errors import PublishError
 from autograder.i18n import LANGUAGES
 from autograder.i18n.pages import book_files
-from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks
+from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks, find_translation_leaks
 
 MARKER = ".student-edition.json"
 # Copied from the course root as they are (folders recursively); the first four must exist.
@@ -100,6 +101,7 @@ def publish(*, destination: Path, course_root: Path = Path("."),
     with tempfile.TemporaryDirectory(prefix="student-edition-") as staging:
         _write_tree(Path(staging), files)
         leaks = find_leaks(paths=[Path(staging)], course_root=root, extra_text=instructor_urls)
+        leaks += find_translation_leaks(course_root=root)
         if leaks:
             shown = "\n  ".join(str(leak).replace(staging, "<edition>") for leak in leaks[:40])
             more = f"\n  ... and {len(leaks) - 40} more" if len(leaks) > 40 else ""

@@ -243,3 +243,26 @@ def _course_copy(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "solutions", copy / "solutions", ignore=shutil.ignore_patterns("*.ipynb"))
     shutil.copytree(ROOT / LOCALES_DIR, copy / LOCALES_DIR)
     return copy
+
+
+def test_leak_check_covers_the_translations(tmp_path):
+    """A solution line or the hidden checks' module path in a msgstr is a leak (and the generated
+    notebook carrying it fails the file leak check too); the committed catalogues have none."""
+    from autograder.leaks import find_leaks, find_translation_leaks
+
+    assert find_translation_leaks(course_root=ROOT) == []
+    copy = _course_copy(tmp_path)
+    shutil.copytree(ROOT / "autograder" / "hidden", copy / "autograder" / "hidden")
+    po_path = catalogue_path("solutions/01_strides/01_strides.py", LANGUAGE, copy)
+    po = polib.pofile(str(po_path))
+    entry = next(e for e in po if e.msgid.startswith("Strides of a row-major"))
+    entry.msgstr += "\nreturn offset + sum(i * s for i, s in zip(index, stride))"
+    po.save(str(po_path))
+    found = find_translation_leaks(course_root=copy)
+    assert [leak.path for leak in found] == [po_path] and "solution line" in found[0].what
+    from autograder.i18n.catalogue import translations
+    english = nbformat.read(release_path("01_strides", course_root=ROOT), as_version=4)
+    leaked, _, _ = translate_notebook(english, translations(po_path))
+    out = tmp_path / "01_strides.zh-TW.ipynb"
+    nbformat.write(nbformat.from_dict(leaked), out)
+    assert any("solution line" in leak.what for leak in find_leaks(paths=[out], course_root=copy))
