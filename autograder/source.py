@@ -166,6 +166,7 @@ class SourceCell:
     kind: str  # "code" or "markdown"
     meta: dict[str, Any]
     source: str
+    line: int = 0  # the file's line number of the first line of ``source``
 
     @property
     def grade_id(self) -> str:
@@ -181,6 +182,7 @@ def read_source_cells(path: Path) -> list[SourceCell]:
     cells: list[SourceCell] = []
     header: str | None = None
     body: list[str] = []
+    header_line = 0
 
     def close() -> None:
         if header is None:
@@ -188,6 +190,7 @@ def read_source_cells(path: Path) -> list[SourceCell]:
         kind = "markdown" if header.startswith(MARKDOWN_MARKER) else "code"
         lines = [_uncomment(line) for line in body] if kind == "markdown" else body
         text = "\n".join(lines).strip("\n")
+        first = header_line + 1 + next((n for n, line in enumerate(lines) if line.strip()), 0)
         where = f"{path}, cell {len(cells) + 1} ({kind}, starts {text[:40]!r})"
         if NBGRADER_PREFIX not in header:
             raise SourceError(f"{where}: no nbgrader metadata on the cell header")
@@ -197,12 +200,12 @@ def read_source_cells(path: Path) -> list[SourceCell]:
             raise SourceError(f"{where}: the nbgrader metadata is not JSON ({error})") from None
         if not isinstance(meta, dict):
             raise SourceError(f"{where}: the nbgrader metadata is not a JSON object")
-        cells.append(SourceCell(kind, meta, text))
+        cells.append(SourceCell(kind, meta, text, first))
 
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.startswith(CELL_MARKER):
             close()
-            header, body = line, []
+            header, body, header_line = line, [], number
         elif header is not None:
             body.append(line)
     close()

@@ -15,7 +15,6 @@ counts as translated.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,11 +22,11 @@ import polib
 
 from autograder.i18n import LOCALES_DIR
 from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, split_python, units
+from autograder.source import read_source_cells, regions
 
 PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
 BOOK_FILES = {"_config.yml": "title:", "_toc.yml": "- caption:"}  # file -> the key of its one-line units
 EXERCISES = "solutions/[0-9]*/[0-9]*.py"
-_CELL = re.compile(r"^# %%( \[markdown\])? nbgrader=(\{.*\})\s*$")
 FUZZY_CUTOFF = 0.6
 
 
@@ -51,40 +50,9 @@ def catalogue_path(source: str, language: str, root: Path = Path(".")) -> Path:
 
 # --- units of a source -----------------------------------------------------------------------------
 
-def exercise_cells(text: str) -> list[tuple[dict, str, str, int]]:
-    """``(nbgrader meta, kind, text, first line)`` per cell of a py:percent source (markdown
-    uncommented, as ``autograder.source.read_source_cells`` reads it, with line numbers)."""
-    import json
-
-    cells: list[tuple[dict, str, list[str], int]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _CELL.match(line)
-        if match:
-            cells.append((json.loads(match.group(2)), "markdown" if match.group(1) else "code", [],
-                          number + 1))
-        elif cells:
-            cells[-1][2].append(line)
-    out = []
-    for meta, kind, body, first in cells:
-        if kind == "markdown":
-            body = [b[2:] if b.startswith("# ") else b[1:] if b.startswith("#") else b for b in body]
-        while body and not body[0].strip():
-            body, first = body[1:], first + 1
-        out.append((meta, kind, "\n".join(body).strip("\n"), first))
-    return out
-
-
 def student_code(code: str) -> str:
     """A student cell as released: each solution region (markers included) removed."""
-    kept, inside = [], False
-    for line in code.split("\n"):
-        if "BEGIN SOLUTION" in line:
-            inside = True
-        elif "END SOLUTION" in line:
-            inside = False
-        elif not inside:
-            kept.append(line)
-    return "\n".join(kept)
+    return "\n".join(line for _, line, region in regions(code.split("\n")) if region != "solution")
 
 
 def cell_pieces(meta: dict, kind: str, text: str, first_line: int = 1) -> list[Piece]:
@@ -99,16 +67,17 @@ def cell_pieces(meta: dict, kind: str, text: str, first_line: int = 1) -> list[P
 
 def source_units(source: str, root: Path = Path(".")) -> list[Unit]:
     """The units of a source file, in order (duplicates included)."""
-    text = (Path(root) / source).read_text(encoding="utf-8")
+    text = (Path(root) / source).read_text(encoding="utf-8")  # pages and book files
     if source in BOOK_FILES:
         return _yaml_units(text, BOOK_FILES[source])
     if not source.endswith(".py"):
         return units(split_myst(text))
     found: list[Unit] = []
-    for meta, kind, body, first in exercise_cells(text):
-        if kind == "code" and is_student_cell(meta):
+    for cell in read_source_cells(Path(root) / source):
+        body = cell.source
+        if cell.kind == "code" and is_student_cell(cell.meta):
             body = student_code(body)  # solution lines never reach the student
-        found += units(cell_pieces(meta, kind, body, first))
+        found += units(cell_pieces(cell.meta, cell.kind, body, cell.line))
     return found
 
 

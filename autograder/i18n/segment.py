@@ -18,6 +18,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from autograder.source import marker
+
 # Directives whose body is prose (translated); any other fenced block is kept verbatim.
 PROSE_DIRECTIVES = frozenset({
     "dropdown", "note", "tip", "hint", "important", "warning", "caution", "attention", "danger",
@@ -32,8 +34,7 @@ _ITEM = re.compile(r"^(\s*(?:[-*+]|\d+[.)])[ \t]+)")
 _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
 _LETTER = re.compile(r"[^\W\d_]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[\w.]*")
-_SKIP_COMMENTS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
-                  "YOUR CODE HERE")
+_STUB_COMMENT = "YOUR CODE HERE"  # nbgrader's stub in a released solution region
 
 
 def normalize(text: str) -> str:
@@ -218,7 +219,8 @@ def split_python(code: str, *, first_line: int = 1) -> list[Piece]:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
             start = offsets[token.start[0] - 1] + token.start[1]
             end = offsets[token.end[0] - 1] + token.end[1]
-            if token.type == tokenize.COMMENT and not any(s in token.string for s in _SKIP_COMMENTS):
+            if token.type == tokenize.COMMENT and marker(token.string) is None \
+                    and _STUB_COMMENT not in token.string:
                 body = token.string.lstrip("#").strip()
                 if _translatable(body):
                     lead = token.string[: token.string.index(body)]
