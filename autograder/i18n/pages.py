@@ -9,7 +9,6 @@ pointing back to the English edition. ``make site`` builds it into ``_build/html
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,15 +46,21 @@ def translated_notebook(assignment: str, language: str) -> str:
 
 
 def write_book(language: str, root: Path = Path(".")) -> EditionReport:
-    """Write the translated book of ``language`` into ``book_dir`` (replacing what was there)."""
+    """Write the translated book of ``language`` into ``book_dir``: files whose bytes changed are
+    rewritten, files no longer generated removed, the others left alone (so Sphinx rebuilds only what
+    changed)."""
     root = Path(root).resolve()
     book = book_dir(language, root)
     files, report = book_files(language, root, cache=root / "_build" / ".jupyter_cache")
-    if book.exists():
-        shutil.rmtree(book)
+    old = {p.relative_to(book).as_posix() for p in book.rglob("*") if p.is_file()} if book.is_dir() \
+        else set()
+    for name in sorted(old - set(files)):
+        (book / name).unlink()
     for name, data in files.items():
-        (book / name).parent.mkdir(parents=True, exist_ok=True)
-        (book / name).write_bytes(data)
+        path = book / name
+        if not path.is_file() or path.read_bytes() != data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
     report.book = book
     return report
 
