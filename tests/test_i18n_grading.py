@@ -91,14 +91,25 @@ def toy_course(tmp_path_factory):
     return toy.make_toy_course(tmp_path_factory.mktemp("toy-i18n") / "course")
 
 
-def test_collect_maps_an_edition_and_refuses_two(toy_course, tmp_path, capsys):
+def test_collect_maps_an_edition_and_takes_the_one_worked_on(toy_course, tmp_path, capsys):
+    """A hub fetch hands out every edition: of several in one offer, the edited one is taken; two
+    edited editions are refused; two untouched ones give the English file."""
+    release = nbformat.read(toy_course / "exercises" / "toy" / "toy.ipynb", as_version=4)
+    worked = toy.student_notebook(toy_course, square="def square(x):\n    return x * x  # mine\n")
+    offers = {"ana": {"toy.zh-TW.ipynb": worked},
+              "ben": {"toy.ipynb": release, "toy.zh-TW.ipynb": worked},
+              "cem": {"toy.ipynb": worked, "toy.zh-TW.ipynb": worked},
+              "dan": {"toy.ipynb": release, "toy.zh-TW.ipynb": release}}
     inbox = tmp_path / "inbox"
-    (inbox / "ana" / "toy").mkdir(parents=True)
-    nbformat.write(toy.student_notebook(toy_course), inbox / "ana" / "toy" / "toy.zh-TW.ipynb")
-    (inbox / "ben" / "toy").mkdir(parents=True)
-    for name in ("toy.ipynb", "toy.zh-TW.ipynb"):
-        nbformat.write(toy.student_notebook(toy_course), inbox / "ben" / "toy" / name)
+    for student, files in offers.items():
+        (inbox / student / "toy").mkdir(parents=True)
+        for name, nb in files.items():
+            nbformat.write(nb, inbox / student / "toy" / name)
     assert main(["--course-root", str(toy_course), "collect", str(inbox)]) == 0
-    assert [p.name for p in (toy_course / "submitted" / "ana" / "toy").iterdir()] == ["toy.ipynb"]
-    assert not (toy_course / "submitted" / "ben").exists()
-    assert "same notebook in two languages" in capsys.readouterr().err
+    submitted = toy_course / "submitted"
+    for student in ("ana", "ben", "dan"):
+        assert [p.name for p in (submitted / student / "toy").iterdir()] == ["toy.ipynb"], student
+    assert "# mine" in (submitted / "ben" / "toy" / "toy.ipynb").read_text(encoding="utf-8")
+    assert "# mine" not in (submitted / "dan" / "toy" / "toy.ipynb").read_text(encoding="utf-8")
+    assert not (submitted / "cem").exists()
+    assert "worked on in two languages" in capsys.readouterr().err
