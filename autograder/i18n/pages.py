@@ -100,12 +100,15 @@ def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[st
 
 
 def book_config(language: str, root: Path) -> dict:
-    """The English ``_config.yml`` with this edition's language, title and switch."""
+    """The English ``_config.yml`` with this edition's language, title, switch and place in the
+    student repository (``<folder>/``, where ``autograder publish`` writes this book)."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     info = LANGUAGES[language]
     title = translations(catalogue_path("_config.yml", language, root))
     config["title"] = _translated_line(config["title"], title)
     config.setdefault("execute", {})
+    repository = config.setdefault("repository", {})  # its launch buttons open the edition's own files
+    repository["path_to_book"] = "/".join(p for p in (repository.get("path_to_book"), info["folder"]) if p)
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx["language"] = info["sphinx"]
     sphinx["language_switch"] = [{"href": "../", "label": "English", "lang": "en"}] + [
