@@ -28,7 +28,13 @@ from autograder.i18n.pages import translated_notebook
 from autograder.i18n.render import render
 from autograder.i18n.segment import split_python
 from autograder.release import source_notebook
-from autograder.source import ASSIGNMENTS, hidden_region, release_path, strip_solution_markers
+from autograder.source import (
+    ASSIGNMENTS,
+    hidden_region,
+    release_path,
+    source_path,
+    strip_solution_markers,
+)
 
 CATALOGUE_DIR = Path("tests") / "catalogue"
 REFERENCE_STUDENT = "reference"
@@ -62,7 +68,7 @@ def reference_notebook(assignment: str, *, course_root: Path = Path("."), langua
     nb = nbformat.read(path, as_version=4)
     solutions = reference_solutions(assignment, course_root=course_root)
     if language is not None:
-        po = catalogue_path(f"solutions/{assignment}/{assignment}.py", language, course_root)
+        po = catalogue_path(source_path(assignment).as_posix(), language, course_root)
         found = translations(po)
         solutions = {k: render(split_python(v), found, mark="").text for k, v in solutions.items()}
     for cell in nb.cells:

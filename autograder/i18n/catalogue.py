@@ -22,11 +22,11 @@ import polib
 
 from autograder.i18n import LOCALES_DIR
 from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, split_python, units
-from autograder.source import read_source_cells, regions
+from autograder.source import SOURCE_DIR, SOURCES_GLOB, read_source_cells, regions
 
 PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
 BOOK_FILES = {"_config.yml": "title:", "_toc.yml": "- caption:"}  # file -> the key of its one-line units
-EXERCISES = "solutions/[0-9]*/[0-9]*.py"
+EXERCISES = SOURCES_GLOB
 FUZZY_CUTOFF = 0.6
 
 
@@ -43,7 +43,7 @@ def sources(root: Path = Path(".")) -> list[str]:
 def catalogue_path(source: str, language: str, root: Path = Path(".")) -> Path:
     """Where the catalogue of ``source`` (a path relative to the course root) lives."""
     rel = Path(source)
-    if rel.parts[0] == "solutions":
+    if rel.parts[0] == SOURCE_DIR:
         rel = Path("exercises") / rel.name
     return Path(root) / LOCALES_DIR / language / rel.with_suffix(".po")
 

@@ -136,7 +136,7 @@ def _block(lines: list[str], first_line: int) -> list[Piece]:
     prose: list[str] = []
     prose_start = 0
 
-    def flush(at: int) -> None:
+    def flush() -> None:
         nonlocal prose
         if prose:
             pieces.extend(_unit_with_ends("".join(prose), first_line + prose_start))
@@ -147,24 +147,24 @@ def _block(lines: list[str], first_line: int) -> list[Piece]:
         heading = _HEADING.match(bare)
         item = _ITEM.match(line)
         if _LABEL.match(bare) or bare.strip() == "+++" or bare.lstrip().startswith("<!--"):
-            flush(n)
+            flush()
             pieces.append(line)
         elif heading:
-            flush(n)
+            flush()
             pieces += [heading.group(1), Unit(heading.group(2), first_line + n),
                        heading.group(3) + line[len(bare):]]
         elif bare.lstrip().startswith("|"):
-            flush(n)
+            flush()
             pieces += _table_row(line, first_line + n)
         elif item:
-            flush(n)
+            flush()
             pieces.append(item.group(1))
             prose, prose_start = [line[item.end():]], n
         else:
             if not prose:
                 prose_start = n
             prose.append(line)
-    flush(len(lines))
+    flush()
     return pieces
 
 
