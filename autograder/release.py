@@ -29,7 +29,7 @@ from autograder.errors import ReleaseError
 from autograder.i18n import LANGUAGES, LOCALES_DIR
 from autograder.i18n.catalogue import catalogue_path, translations
 from autograder.i18n.notebook import translate_notebook
-from autograder.i18n.pages import translated_notebook
+from autograder.i18n.pages import NOTES_DIR, translated_notebook
 from autograder.source import (
     ASSIGNMENTS,
     RELEASE_DIR,
@@ -143,7 +143,9 @@ def write_translated_releases(assignment: str, *, course_root: Path = Path("."))
         po = catalogue_path(source, language, course_root)
         if not po.is_file():
             continue
-        translated, changed, _ = translate_notebook(nb, translations(po))
+        note = course_root / LOCALES_DIR / language / NOTES_DIR / "exercises.md"
+        translated, changed, _ = translate_notebook(
+            nb, translations(po), note=note.read_text(encoding="utf-8") if note.is_file() else "")
         translated = nbformat.from_dict(translated)
         for index in changed:
             cell = translated.cells[index]

@@ -13,8 +13,10 @@ from autograder.i18n.render import Rendered, render
 from autograder.i18n.segment import is_student_cell, split_myst, split_python
 
 
-def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, list[int], Rendered]:
-    """``(translated copy, indices of the cells whose source changed, totals)``."""
+def translate_notebook(nb: dict, translations: dict[str, str], *, note: str = ""
+                       ) -> tuple[dict, list[int], Rendered]:
+    """``(translated copy, indices of the cells whose source changed, totals)``; ``note`` (the
+    edition's own text, e.g. that test messages stay English) goes after the first cell's title."""
     out = copy.deepcopy(nb)
     changed: list[int] = []
     total = Rendered("")
@@ -27,6 +29,9 @@ def translate_notebook(nb: dict, translations: dict[str, str]) -> tuple[dict, li
         else:
             continue
         done = render(pieces, translations)
+        if note and index == 0 and cell["cell_type"] == "markdown":
+            head, _, rest = done.text.partition("\n")
+            done.text = f"{head}\n\n{note.strip()}\n{rest}"
         total.translated += done.translated
         total.untranslated += done.untranslated
         if done.text != _text(cell["source"]):
