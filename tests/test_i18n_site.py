@@ -140,3 +140,20 @@ def test_chinese_search_finds_a_page(page, site_url):
     assert any(_path(link.split("#")[0]) == f"{FOLDER}/{SEARCH_PAGE}" for link in links), \
         f"search for {SEARCH_TERM!r} did not find {SEARCH_PAGE}: {links}"
     screenshot(page, "site/zh-tw_search")
+
+
+def test_untranslated_units_are_marked_and_translated_ones_shown():
+    """A page with units not yet translated shows the mark in its article; a fully translated page
+    (the exercises) shows none; the sidebar's captions are translated."""
+    require_build()
+    from autograder.i18n.pages import book_files
+    from autograder.i18n.render import UNTRANSLATED_MARK
+
+    _, report = book_files(LANGUAGE, REPO_ROOT, cache="_build/.jupyter_cache")
+    for docname in DOCNAMES:
+        text = (ZH_HTML / html_path(docname)).read_text(encoding="utf-8")
+        article = text[text.index("<article"):text.index("</article>")]
+        marked = UNTRANSLATED_MARK in article
+        assert marked == (f"{docname}.md" in report.untranslated), f"{docname}: mark {marked}"
+    intro = (ZH_HTML / "intro.html").read_text(encoding="utf-8")
+    assert "講義" in intro and "練習" in intro, "the sidebar's captions are not translated"
