@@ -10,15 +10,14 @@ exercise, the grade cells most often failed, and a table of submissions whose gr
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
-import io
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import Course, load_course
+from autograder.figures import png, score_distribution
 from autograder.grading import read_run_record
 
 
@@ -102,12 +101,6 @@ def _fmt(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _png(fig) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def _figures(grades: Grades) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -115,23 +108,11 @@ def _figures(grades: Grades) -> list[tuple[str, str]]:
     import matplotlib.pyplot as plt
 
     figures = []
-    graded = [a for a in grades.assignments if any(k[1] == a for k in grades.score)]
-    if graded:
-        cols = min(3, len(graded))
-        rows = (len(graded) + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
-        for ax, assignment in zip(axes.flat, graded, strict=False):
-            scores = [v for (s, a), v in grades.score.items() if a == assignment]
-            top = grades.max_assignment[assignment]
-            ax.hist(scores, bins=[x - 0.5 for x in range(int(top) + 2)], color="#4878a8")
-            ax.set_title(f"{assignment} (n={len(scores)})", fontsize=10)
-            ax.set_xlabel(f"score / {top:g}")
-            ax.set_ylabel("students")
-        for ax in list(axes.flat)[len(graded):]:
-            ax.axis("off")
-        fig.tight_layout()
-        figures.append(("Score distribution per exercise", _png(fig)))
-        plt.close(fig)
+    scores = {a: [v for (_, name), v in grades.score.items() if name == a]
+              for a in grades.assignments}
+    distribution = score_distribution(scores, grades.max_assignment)
+    if distribution:
+        figures.append(("Score distribution per exercise", distribution))
     failed = _failure_rates(grades)[:15]
     if failed:
         fig, ax = plt.subplots(figsize=(7, 0.35 * len(failed) + 1))
@@ -140,7 +121,7 @@ def _figures(grades: Grades) -> list[tuple[str, str]]:
         ax.set_xlabel("fraction of submissions that lost points")
         ax.set_xlim(0, 1)
         fig.tight_layout()
-        figures.append(("Most-failed grade cells", _png(fig)))
+        figures.append(("Most-failed grade cells", png(fig)))
         plt.close(fig)
     return figures
 
@@ -186,8 +167,8 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
         parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{v:g}</td><td>{m:g}</td></tr>"
                   for s, a, v, m in over]
         parts.append("</table>")
-    for title, png in _figures(grades):
-        parts.append(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{png}'>")
+    for title, encoded in _figures(grades):
+        parts.append(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{encoded}'>")
     rates = _failure_rates(grades)
     if rates:
         parts.append("<h2>Grade cells by failure rate</h2><table><tr><th>grade cell</th>"
