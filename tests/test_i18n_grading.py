@@ -113,3 +113,24 @@ def test_collect_maps_an_edition_and_takes_the_one_worked_on(toy_course, tmp_pat
     assert "# mine" not in (submitted / "dan" / "toy" / "toy.ipynb").read_text(encoding="utf-8")
     assert not (submitted / "cem").exists()
     assert "worked on in two languages" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("assignment", ["01_strides"])
+def test_nbgrader_validate_accepts_the_zh_tw_release(assignment, tmp_path):
+    """The translated markdown cells carry their own checksums: nbgrader validate sees no changed
+    locked cell in the untouched zh-TW release, and passes the completed one."""
+    import subprocess
+    import sys
+
+    from autograder.release import nbgrader_environment
+
+    release = ROOT / "exercises" / assignment / f"{assignment}.zh-TW.ipynb"
+    done = reference_notebook(assignment, course_root=ROOT, language=LANGUAGE)
+    nbformat.write(done, tmp_path / "done.ipynb")
+    (tmp_path / "stub.ipynb").write_bytes(release.read_bytes())
+    env = nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"})
+    for name, verdict in (("stub.ipynb", "VALIDATION FAILED"), ("done.ipynb", "Success!")):
+        out = subprocess.run([sys.executable, "-m", "nbgrader", "validate", name], cwd=tmp_path,
+                             env=env, capture_output=True, text=True)
+        text = out.stdout + out.stderr
+        assert verdict in text and "HAVE CHANGED" not in text, f"{name}:\n{text[-2000:]}"
