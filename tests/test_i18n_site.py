@@ -107,24 +107,31 @@ def page(site_url, browser):
     tab.close()
 
 
+def _settle(page) -> None:
+    """Wait until MathJax has typeset and its fonts have arrived (leaving earlier aborts them)."""
+    wait_for_mathjax(page)
+    page.wait_for_load_state("networkidle")
+
+
 def _path(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_every_zh_tw_page_opens_and_switches_both_ways(page, site_url):
     for docname in DOCNAMES:
         zh_url = urljoin(site_url, f"{FOLDER}/{html_path(docname)}")
         response = page.goto(zh_url)
         assert response is not None and response.ok, f"{zh_url}: {response and response.status}"
-        wait_for_mathjax(page)
+        _settle(page)
         assert page.locator("html").get_attribute("lang") == "zh-TW"
         assert page.locator("article.bd-article h1").count() >= 1, f"{docname}: no title"
         page.locator(SWITCH).first.click()
-        wait_for_mathjax(page)
+        _settle(page)
         assert _path(page.url) == html_path(docname), f"{docname}: zh-TW -> English went to {page.url}"
         page.locator(SWITCH).first.click()
-        wait_for_mathjax(page)
+        _settle(page)
         assert _path(page.url) == f"{FOLDER}/{html_path(docname)}", f"{docname}: back went to {page.url}"
         problems = page.watch.problems()
         assert not problems, f"{docname}: " + "\n  ".join(problems)
