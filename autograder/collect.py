@@ -30,6 +30,11 @@ What is offered is untrusted, and each offer (one student's folder or file) succ
   it belongs to whoever runs ``collect`` (the instructor's own copy of the exchange), or
   ``check_owner=False``. Of several offers of one student, the newest by timestamp is taken (as
   ``nbgrader collect`` does); the older ones are listed as ``superseded``.
+
+A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
+as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
+ones, so grade, feedback and the gradebook see one notebook whatever language the student read. Of
+several editions in one offer the one worked on is taken (the others are unchanged releases).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from nbgrader.utils import parse_utc
 
 from autograder.course import Course, load_course
 from autograder.errors import CollectError
+from autograder.source import graded_notebook_name
 
 # Canvas/Moodle-style names start with the student's login: "jdoe_12345_67890_01_strides.ipynb"
 DEFAULT_PATTERN = r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.\-]*)[_\-]"
@@ -396,7 +402,12 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
                               f"{offer.student!r} may hold only letters, digits, '_', '.', '-'")
         return
     contents: dict[str, bytes] = {}
-    for name, path in offer.files.items():
+    names = _graded_names(offer.files, shown, result)
+    if isinstance(names, str):
+        result.refused.append(f"{offer.where or offer.student}: {names}")
+        return
+    for original, name in names.items():
+        path = offer.files[original]
         try:
             contents[name] = _read_regular(path, shown)
         except (CollectError, OSError) as error:
@@ -421,6 +432,42 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     if offer.timestamp and not (dest / "timestamp.txt").exists():
         (dest / "timestamp.txt").write_text(offer.timestamp)
     result.collected.append((offer.student, offer.assignment))
+
+
+def _graded_names(files: dict[str, Path], shown, result: CollectResult) -> dict[str, str] | str:
+    """Offered name -> name in submitted/, for the files to take: a notebook of a language edition is
+    stored under the notebook it is graded as (``source.graded_notebook_name``). Several editions of
+    one notebook (a hub fetch hands out all of them): the one the student worked on is taken, the
+    others are listed in ``result.superseded``; worked on in two languages: why the offer is refused."""
+    groups: dict[str, list[str]] = {}
+    for name in files:
+        top_notebook = name.endswith(".ipynb") and "/" not in name
+        groups.setdefault(f"{graded_notebook_name(name)}.ipynb" if top_notebook else name, []).append(name)
+    names: dict[str, str] = {}
+    for graded, offered in groups.items():
+        if len(offered) > 1:
+            worked = [name for name in offered if _worked_on(files[name], shown)]
+            if len(worked) > 1:
+                return f"{' and '.join(sorted(worked))} are the same notebook, worked on in two languages"
+            taken = worked[0] if worked else (graded if graded in offered else sorted(offered)[0])
+            result.superseded += [f"{shown(files[name])}: unchanged, {taken} taken instead"
+                                  for name in sorted(offered) if name != taken]
+            offered = [taken]
+        names[offered[0]] = graded
+    return names
+
+
+def _worked_on(path: Path, shown) -> bool:
+    """True when a solution cell of the notebook at ``path`` differs from its release (nbgrader's
+    checksum of the cell no longer matches the one the release wrote); unreadable counts as worked on."""
+    from nbgrader.utils import compute_checksum
+
+    try:
+        nb = nbformat.reads(_read_regular(path, shown).decode("utf-8"), as_version=4)
+        cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        return any(c.metadata.nbgrader.get("checksum") != compute_checksum(c) for c in cells)
+    except Exception:  # noqa: BLE001 - its problem is reported when it is read for real
+        return True
 
 
 def notebook_problem(data: bytes, notebook: str, assignment: str,

@@ -19,6 +19,10 @@ regions, and lines the lecture pages themselves teach (``LECTURE_GLOBS``: chapte
 AdaGrad loop, ``for p in group["params"]:`` and all; a lecture page is public by the instructor's
 choice, so the check guards the way material is published, not what the lecture decides to show).
 
+Translations (``find_translation_leaks``): every msgstr of the catalogues ``locales/*/**/*.po`` is
+searched for a secret line anywhere inside it (a translation is prose, where code sits mid-line) that
+its English does not show, and for the instructor-only text; the pages and notebooks generated from them are also checked as files.
+
 Where it looks: every file under each PATH, ``.git`` folders excepted. Notebooks and JSON are read
 line by line with each JSON string decoded; HTML with its tags stripped (code blocks keep one source
 line per HTML line); binary files only by name. Each finding names the file and line.
@@ -149,6 +153,27 @@ def find_leaks(*, paths: Sequence[Path], course_root: Path = Path("."),
             if named:
                 leaks.append(Leak(path, 0, f"instructor-only file name {named[0]!r}"))
             leaks += _leaks_in_file(path, secrets, forbidden)
+    return leaks
+
+
+def find_translation_leaks(*, course_root: Path = Path(".")) -> list[Leak]:
+    """Every msgstr of the course's catalogues that holds a secret line or instructor-only text."""
+    import polib
+
+    from autograder.i18n import LOCALES_DIR
+
+    root = Path(course_root)
+    secrets = course_secrets(root)
+    leaks: list[Leak] = []
+    for path in sorted((root / LOCALES_DIR).rglob("*.po")):
+        for entry in polib.pofile(str(path)):
+            translated, english = normalize(entry.msgstr), normalize(entry.msgid)
+            if not translated:
+                continue
+            found = [f"instructor-only text {t!r}" for t in INSTRUCTOR_ONLY_TEXT if t in translated]
+            found += [f"{secret.kind} line from {secret.origin}: {text!r}"  # unless the English shows it
+                      for text, secret in secrets.items() if text in translated and text not in english]
+            leaks += [Leak(path, entry.linenum, what) for what in found]
     return leaks
 
 

@@ -5,7 +5,8 @@
     course repository (private) --autograder publish--> DEST = student repository (public: site + hub)
 
 The edition holds the landing page, the lecture pages (``chapters/``, with what they import), the
-released exercise notebooks (``exercises/``), the references, the site's ``_toc.yml``, its Sphinx
+released exercise notebooks (``exercises/``, each language's edition beside the English one), each
+translated edition's generated book (``zh-tw/``: ``autograder.i18n.pages``), the references, the site's ``_toc.yml``, its Sphinx
 extensions (``_ext/``, needed by the build) and generated files: a ``_config.yml`` without the
 instructor-only exclude patterns, a student ``README.md``, ``requirements-student.txt`` (the packages
 the exercises, the lecture pages and a hub image need), ``requirements-site.txt`` (those plus the book's),
@@ -19,9 +20,10 @@ edition's own build alike, so no page ever names the course repository. Publishi
 ``repository.url`` that is one of the course repository's own git remotes.
 
 Publishing writes the edition into a staging folder, runs the leak check (``autograder.leaks``) on it
-with the course's remote URLs as forbidden text, and only then updates DEST: files whose bytes changed
-are rewritten, files of the earlier edition that are gone are removed, nothing carries a timestamp, so
-an unchanged course leaves DEST byte-identical. DEST must be missing, empty (a ``.git`` folder aside)
+with the course's remote URLs as forbidden text, and on the translation catalogues
+(``find_translation_leaks``), and only then updates DEST: files whose bytes changed are rewritten,
+files of the earlier edition that are gone are removed, nothing carries a timestamp, so an unchanged
+course leaves DEST byte-identical. DEST must be missing, empty (a ``.git`` folder aside)
 or an earlier edition (its marker lists every file; ``.git``, ``_build`` and Python/Jupyter caches
 may sit beside them).
 """
@@ -42,7 +44,9 @@ from urllib.parse import quote
 import yaml
 
 from autograder.errors import PublishError
-from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks
+from autograder.i18n import LANGUAGES
+from autograder.i18n.pages import book_files
+from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks, find_translation_leaks
 
 MARKER = ".student-edition.json"
 # Copied from the course root as they are (folders recursively); the first four must exist.
@@ -60,8 +64,14 @@ INSTRUCTOR_EXCLUDES = INSTRUCTOR_ONLY_NAMES | {"release", "source", "test-artifa
 STUDENT_PACKAGES = ("torch", "numpy", "einops", "jaxtyping", "beartype", "matplotlib", "ipykernel",
                     "jupyterlab", "jupytext", "nbgrader")
 STUDENT_UNPINNED = {"nbgitpuller": "nbgitpuller>=1.2"}
-SITE_PACKAGES = ("jupyter-book", "sphinxcontrib-bibtex", "django-static-mathjax")
-BUILD_COMMAND = "jupyter-book build . -W --keep-going"
+SITE_PACKAGES = ("jupyter-book", "sphinxcontrib-bibtex", "django-static-mathjax", "jieba")
+ENGLISH_BUILD = "jupyter-book build . -W --keep-going"
+# Each translated edition is a generated book in its own folder (zh-tw/), built after the English one
+# (its pages are answered by the English build's execution cache) into _build/html/<folder>/.
+BUILD_COMMAND = " && ".join([ENGLISH_BUILD] + [
+    f"jupyter-book build {info['folder']} --path-output _build/{info['folder']} -W --keep-going && "
+    f"cp -r _build/{info['folder']}/_build/html _build/html/{info['folder']}"
+    for info in LANGUAGES.values()])
 
 
 @dataclass
@@ -91,6 +101,7 @@ def publish(*, destination: Path, course_root: Path = Path("."),
     with tempfile.TemporaryDirectory(prefix="student-edition-") as staging:
         _write_tree(Path(staging), files)
         leaks = find_leaks(paths=[Path(staging)], course_root=root, extra_text=instructor_urls)
+        leaks += find_translation_leaks(course_root=root)
         if leaks:
             shown = "\n  ".join(str(leak).replace(staging, "<edition>") for leak in leaks[:40])
             more = f"\n  ... and {len(leaks) - 40} more" if len(leaks) > 40 else ""
@@ -117,6 +128,10 @@ def edition_files(course_root: Path, *, instructor_urls: Sequence[str] = ()) -> 
         elif name in REQUIRED:
             raise PublishError(f"{root} has no {name}: is it the course root?")
     _check_toc(root, files)
+    for language, info in LANGUAGES.items():  # the translated editions' generated books
+        book, _ = book_files(language, root, cache="_build/.jupyter_cache")
+        book["_config.yml"] = _published_config(yaml.safe_load(book["_config.yml"]))
+        files.update({f"{info['folder']}/{name}": data for name, data in book.items()})
     locked = _locked_versions(root / "requirements.lock")
     branch = str(config["repository"].get("branch") or "main")
     files["_config.yml"] = _published_config(config)
@@ -350,7 +365,8 @@ at the next publish); report problems as issues on <$url>.
 | path | what it holds |
 | --- | --- |
 | `intro.md`, `chapters/` | the landing page and the lecture pages (MyST Markdown notebooks) |
-| `exercises/NN_name/NN_name.ipynb` | the exercise notebooks |
+| `exercises/NN_name/NN_name.ipynb` | the exercise notebooks (`NN_name.zh-TW.ipynb`: 繁體中文版, graded the same way) |
+| `zh-tw/` | the site's zh-TW edition (generated: change the course repository, then publish again) |
 | `_config.yml`, `_toc.yml`, `_ext/`, `references.*` | the site (Jupyter Book) |
 | `requirements-student.txt` | what the exercises and lecture pages need (also the course hub's image) |
 | `requirements-site.txt` | what building the site needs |

@@ -3,6 +3,8 @@
     solutions/NN_name/NN_name.py   (py:percent, nbgrader metadata on each cell header; the truth)
       -> solutions/NN_name/NN_name.ipynb   (generated here, gitignored; nbgrader's "source")
       -> exercises/NN_name/NN_name.ipynb   (`nbgrader generate_assignment --force`; committed)
+    -> exercises/NN_name/NN_name.zh-TW.ipynb  (the same release, prose translated from
+       locales/zh_TW/exercises/NN_name.po; grade and locked code cells untouched; committed)
 
 The conversion is deterministic (cell ids are the grade ids, no jupytext or timestamp metadata), so
 regenerating a release gives the same bytes; ``check_release_drift`` regenerates in a temporary copy of
@@ -24,6 +26,10 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.errors import ReleaseError
+from autograder.i18n import LANGUAGES, LOCALES_DIR
+from autograder.i18n.catalogue import catalogue_path, translations
+from autograder.i18n.notebook import translate_notebook
+from autograder.i18n.pages import NOTES_DIR, translated_notebook
 from autograder.source import (
     ASSIGNMENTS,
     RELEASE_DIR,
@@ -117,7 +123,38 @@ def release(*, assignments: Sequence[str] | None = None, course_root: Path = Pat
             raise ReleaseError(f"{assignment}: nbgrader reported success but wrote no {out}")
         _strip_release(out)
         released.append(out)
+        released += write_translated_releases(assignment, course_root=course_root)
     return released
+
+
+def write_translated_releases(assignment: str, *, course_root: Path = Path(".")) -> list[Path]:
+    """Write ``exercises/<a>/<a>.<tag>.ipynb`` for every language with a catalogue of ``assignment``.
+
+    Translated markdown cells and student cells get nbgrader's checksum of their new source (so
+    ``nbgrader validate`` accepts the untouched notebook); grade cells and locked code cells are the
+    English release's, byte for byte. A unit without a current translation shows in English, marked."""
+    from nbgrader.utils import compute_checksum
+
+    english = release_path(assignment, course_root=course_root)
+    nb = nbformat.read(english, as_version=4)
+    written = []
+    for language in LANGUAGES:
+        source = f"{SOURCE_DIR}/{assignment}/{assignment}.py"
+        po = catalogue_path(source, language, course_root)
+        if not po.is_file():
+            continue
+        note = course_root / LOCALES_DIR / language / NOTES_DIR / "exercises.md"
+        translated, changed, _ = translate_notebook(
+            nb, translations(po), note=note.read_text(encoding="utf-8") if note.is_file() else "")
+        translated = nbformat.from_dict(translated)
+        for index in changed:
+            cell = translated.cells[index]
+            if "checksum" in cell.metadata.get("nbgrader", {}):
+                cell.metadata.nbgrader.checksum = compute_checksum(cell)
+        out = english.with_name(translated_notebook(assignment, language))
+        nbformat.write(translated, out)
+        written.append(out)
+    return written
 
 
 def _strip_release(path: Path) -> None:
@@ -155,12 +192,13 @@ def run_nbgrader(args: list[str], course_root: Path, *, env: dict[str, str] | No
 
 
 def copy_course(course_root: Path, destination: Path, *, include: Iterable[str] = ()) -> Path:
-    """Copy what nbgrader needs (config, solutions/, exercises/ and ``include``) into ``destination``."""
+    """Copy what a release needs (config, solutions/, exercises/, locales/ and ``include``) into
+    ``destination``."""
     course_root, destination = Path(course_root), Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
     shutil.copy2(course_root / "nbgrader_config.py", destination / "nbgrader_config.py")
     ignore = shutil.ignore_patterns("*.ipynb_checkpoints", "__pycache__")
-    for name in (SOURCE_DIR, RELEASE_DIR, *include):
+    for name in (SOURCE_DIR, RELEASE_DIR, LOCALES_DIR, *include):
         if (course_root / name).is_dir():
             shutil.copytree(course_root / name, destination / name, ignore=ignore, dirs_exist_ok=True)
         elif (course_root / name).is_file():

@@ -1,7 +1,8 @@
 """Sample submissions: the reference solution and the catalogue of wrong/correct variants as students.
 
 - ``reference_notebook(a)``: the committed release with every solution cell holding the reference code
-  (solution markers removed), i.e. what a perfect student hands in.
+  (solution markers removed), i.e. what a perfect student hands in; ``language="zh_TW"``: the same
+  from the translated release, the reference code's docstrings and comments translated as there.
 - ``student_notebook(a, replace)``: the same with extra code appended to the solution cell that defines
   each replaced function or class (so it overrides the reference definition).
 - ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path).
@@ -22,8 +23,18 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.errors import SampleError
+from autograder.i18n.catalogue import catalogue_path, translations
+from autograder.i18n.pages import translated_notebook
+from autograder.i18n.render import render
+from autograder.i18n.segment import split_python
 from autograder.release import source_notebook
-from autograder.source import ASSIGNMENTS, hidden_region, release_path, strip_solution_markers
+from autograder.source import (
+    ASSIGNMENTS,
+    hidden_region,
+    release_path,
+    source_path,
+    strip_solution_markers,
+)
 
 CATALOGUE_DIR = Path("tests") / "catalogue"
 REFERENCE_STUDENT = "reference"
@@ -45,13 +56,21 @@ def reference_solutions(assignment: str, *, course_root: Path = Path(".")) -> di
     }
 
 
-def reference_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
-    """The committed release of ``assignment`` with every solution cell filled with the reference code."""
+def reference_notebook(assignment: str, *, course_root: Path = Path("."), language: str | None = None
+                       ) -> NotebookNode:
+    """The committed release of ``assignment`` (of its ``language`` edition, if given) with every
+    solution cell filled with the reference code."""
     path = release_path(assignment, course_root=course_root)
+    if language is not None:
+        path = path.with_name(translated_notebook(assignment, language))
     if not path.is_file():
         raise SampleError(f"{assignment}: no release at {path} (run `autograder release` first)")
     nb = nbformat.read(path, as_version=4)
     solutions = reference_solutions(assignment, course_root=course_root)
+    if language is not None:
+        po = catalogue_path(source_path(assignment).as_posix(), language, course_root)
+        found = translations(po)
+        solutions = {k: render(split_python(v), found, mark="").text for k, v in solutions.items()}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("solution"):
@@ -62,10 +81,11 @@ def reference_notebook(assignment: str, *, course_root: Path = Path(".")) -> Not
 
 
 def student_notebook(
-    assignment: str, replace: dict[str, str] | None = None, *, course_root: Path = Path(".")
+    assignment: str, replace: dict[str, str] | None = None, *, course_root: Path = Path("."),
+    language: str | None = None,
 ) -> NotebookNode:
     """The reference notebook with ``replace[name]`` appended to the solution cell that defines ``name``."""
-    nb = reference_notebook(assignment, course_root=course_root)
+    nb = reference_notebook(assignment, course_root=course_root, language=language)
     for name, code in (replace or {}).items():
         cell = _defining_cell(nb, name)
         if cell is None:

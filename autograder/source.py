@@ -21,6 +21,7 @@ the leak check, the sample submissions, the feedback preprocessor and ``python -
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,23 @@ NBGRADER_PREFIX = "nbgrader="
 def source_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
     """``solutions/<assignment>/<assignment>.py`` under ``course_root``."""
     return Path(course_root) / SOURCE_DIR / assignment / f"{assignment}.py"
+
+
+# The language editions of a release, ``<notebook>.<tag>.ipynb`` (the tags of autograder.i18n.LANGUAGES).
+EDITION_TAGS: tuple[str, ...] = ("zh-TW",)
+_EDITION = re.compile(rf"^(?P<notebook>.+)\.(?:{'|'.join(map(re.escape, EDITION_TAGS))})\.ipynb$")
+
+
+def graded_notebook_name(filename: str) -> str:
+    """The gradebook notebook a submitted file is graded as: its name without ``.ipynb`` and without a
+    language edition's tag (``01_strides.zh-TW.ipynb`` -> ``01_strides``; ``01_strides.ipynb`` ->
+    ``01_strides``). Every edition of an exercise carries the English grade cells, so one gradebook
+    notebook grades them all; ``autograder collect`` stores each submission under this name."""
+    name = Path(filename).name
+    found = _EDITION.match(name)
+    if found:
+        return found["notebook"]
+    return name[: -len(".ipynb")] if name.endswith(".ipynb") else name
 
 
 def release_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
@@ -148,6 +166,7 @@ class SourceCell:
     kind: str  # "code" or "markdown"
     meta: dict[str, Any]
     source: str
+    line: int = 0  # the file's line number of the first line of ``source``
 
     @property
     def grade_id(self) -> str:
@@ -163,6 +182,7 @@ def read_source_cells(path: Path) -> list[SourceCell]:
     cells: list[SourceCell] = []
     header: str | None = None
     body: list[str] = []
+    header_line = 0
 
     def close() -> None:
         if header is None:
@@ -170,6 +190,7 @@ def read_source_cells(path: Path) -> list[SourceCell]:
         kind = "markdown" if header.startswith(MARKDOWN_MARKER) else "code"
         lines = [_uncomment(line) for line in body] if kind == "markdown" else body
         text = "\n".join(lines).strip("\n")
+        first = header_line + 1 + next((n for n, line in enumerate(lines) if line.strip()), 0)
         where = f"{path}, cell {len(cells) + 1} ({kind}, starts {text[:40]!r})"
         if NBGRADER_PREFIX not in header:
             raise SourceError(f"{where}: no nbgrader metadata on the cell header")
@@ -179,12 +200,12 @@ def read_source_cells(path: Path) -> list[SourceCell]:
             raise SourceError(f"{where}: the nbgrader metadata is not JSON ({error})") from None
         if not isinstance(meta, dict):
             raise SourceError(f"{where}: the nbgrader metadata is not a JSON object")
-        cells.append(SourceCell(kind, meta, text))
+        cells.append(SourceCell(kind, meta, text, first))
 
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.startswith(CELL_MARKER):
             close()
-            header, body = line, []
+            header, body, header_line = line, [], number
         elif header is not None:
             body.append(line)
     close()

@@ -62,6 +62,15 @@ def test_a_right_notebook_is_queued_and_lands_in_submitted_with_nbgrader_timesta
     assert row.landed
 
 
+def test_a_zh_tw_edition_lands_as_the_notebook_it_is_graded_as(course, store, notebooks):
+    """01_strides.zh-TW.ipynb is notebook 01_strides (autograder.source.graded_notebook_name)."""
+    accepted = accept(settings_with(course), store, student="bob", filename="01_strides.zh-TW.ipynb",
+                      content=notebooks["right"], now=T0)
+    assert store.get(accepted.id).notebook == "01_strides.ipynb"
+    folder = course / "submitted" / "bob" / "01_strides"
+    assert sorted(p.name for p in folder.iterdir()) == ["01_strides.ipynb", "timestamp.txt"]
+
+
 BAD_INPUTS = [
     # (id, student, filename, content key or bytes, assignment asked, status, words of the message)
     ("not-a-notebook", "alice", "answers.txt", b"42", None, 400, "is not a notebook"),

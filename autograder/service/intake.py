@@ -18,6 +18,7 @@ from autograder.collect import STUDENT_ID, notebook_problem
 from autograder.service.landing import land
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
+from autograder.source import graded_notebook_name
 
 
 class Refused(Exception):
@@ -46,7 +47,8 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
         raise Refused(403, f"{student!r} is not a student of this course; ask the course staff to "
                            "add you to the roster")
     name = PurePosixPath(filename.replace("\\", "/")).name
-    stem = name[:-len(".ipynb")] if name.endswith(".ipynb") else None
+    # a language edition (01_strides.zh-TW.ipynb) is the notebook it is graded as (01_strides)
+    stem = graded_notebook_name(name) if name.endswith(".ipynb") else None
     found = settings.assignment_of(stem) if stem else None
     expected = ", ".join(f"{nb}.ipynb" for nbs in settings.assignments().values() for nb in nbs)
     if stem is None:
@@ -81,11 +83,11 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
                 timedelta(hours=policy.window_hours)
         raise Refused(status, why, retry_after=retry)
     late = policy.due is not None and now > policy.due
-    job_id = store.add(student=student, assignment=found, notebook=name, content=content,
+    job_id = store.add(student=student, assignment=found, notebook=f"{stem}.ipynb", content=content,
                        received_at=now, late=late)
     if policy.counts == "latest":
-        land(settings.course, student=student, assignment=found, notebook=name, content=content,
-             received_at=now)
+        land(settings.course, student=student, assignment=found, notebook=f"{stem}.ipynb",
+             content=content, received_at=now)
         store.mark_landed([job_id])
     return Accepted(job_id, student, found, late)
 

@@ -1,0 +1,145 @@
+"""Generate a translated edition's book sources under ``_build/i18n/<lang>/book/`` (never in git).
+
+The generated book is the English book with every prose unit translated from its catalogue: same
+``_toc.yml`` (captions translated), same code cells byte for byte (so the English build's jupyter-cache
+answers every page: ``execute.cache`` points at it), the release's translated notebooks as the exercise
+pages, ``language`` set for Sphinx (its Chinese search, the theme's strings) and the language switch
+pointing back to the English edition. ``make site`` builds it into ``_build/html/<folder>/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from autograder.i18n import LANGUAGES
+from autograder.i18n.catalogue import catalogue_path, sources, translations
+from autograder.i18n.render import render
+from autograder.i18n.segment import split_myst
+from autograder.source import ASSIGNMENTS
+
+BUILD_DIR = Path("_build") / "i18n"
+COPIED = ("_ext", "references.bib", "data")
+NOTES_DIR = "notes"  # locales/<lang>/notes/<page>.md: text of this edition only (after the page's title)
+
+
+@dataclass
+class EditionReport:
+    book: Path
+    translated: int = 0
+    untranslated: dict[str, int] = field(default_factory=dict)  # page -> units shown in English
+
+    @property
+    def missing(self) -> int:
+        return sum(self.untranslated.values())
+
+
+def book_dir(language: str, root: Path = Path(".")) -> Path:
+    return Path(root) / BUILD_DIR / language / "book"
+
+
+def translated_notebook(assignment: str, language: str) -> str:
+    """The release file name of an exercise's translated notebook (``01_strides.zh-TW.ipynb``)."""
+    return f"{assignment}.{LANGUAGES[language]['tag']}.ipynb"
+
+
+def write_book(language: str, root: Path = Path(".")) -> EditionReport:
+    """Write the translated book of ``language`` into ``book_dir``: files whose bytes changed are
+    rewritten, files no longer generated removed, the others left alone (so Sphinx rebuilds only what
+    changed)."""
+    root = Path(root).resolve()
+    book = book_dir(language, root)
+    files, report = book_files(language, root, cache=root / "_build" / ".jupyter_cache")
+    old = {p.relative_to(book).as_posix() for p in book.rglob("*") if p.is_file()} if book.is_dir() \
+        else set()
+    for name in sorted(old - set(files)):
+        (book / name).unlink()
+    for name, data in files.items():
+        path = book / name
+        if not path.is_file() or path.read_bytes() != data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    report.book = book
+    return report
+
+
+def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[str, bytes], EditionReport]:
+    """Relative path -> bytes of every file of the translated book, and what it left untranslated.
+    ``cache``: the English build's jupyter-cache, as the book's ``execute.cache`` names it."""
+    root = Path(root)
+    files: dict[str, bytes] = {}
+    report = EditionReport(Path())
+    for name in COPIED:
+        path = root / name
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else \
+            [path] if path.is_file() else []
+        for item in found:
+            if "__pycache__" not in item.parts:
+                files[item.relative_to(root).as_posix()] = item.read_bytes()
+    for helper in sorted((root / "chapters").glob("_*.py")):
+        files[f"chapters/{helper.name}"] = helper.read_bytes()
+    for page in (s for s in sources(root) if s.endswith(".md")):
+        pieces = split_myst((root / page).read_text(encoding="utf-8"))
+        done = render(pieces, translations(catalogue_path(page, language, root)))
+        text = _with_note(done.text, root / "locales" / language / NOTES_DIR / page)
+        files[page] = text.encode("utf-8")
+        report.translated += done.translated
+        if done.untranslated:
+            report.untranslated[page] = len(done.untranslated)
+    for assignment in ASSIGNMENTS:
+        released = root / "exercises" / assignment / translated_notebook(assignment, language)
+        if released.is_file():
+            files[f"exercises/{assignment}/{assignment}.ipynb"] = released.read_bytes()
+    files["_toc.yml"] = _translated_toc(language, root).encode("utf-8")
+    config = book_config(language, root)
+    config["execute"]["cache"] = str(cache)
+    files["_config.yml"] = yaml.safe_dump(config, allow_unicode=True, sort_keys=False).encode("utf-8")
+    return dict(sorted(files.items())), report
+
+
+def book_config(language: str, root: Path) -> dict:
+    """The English ``_config.yml`` with this edition's language, title, switch and place in the
+    student repository (``<folder>/``, where ``autograder publish`` writes this book)."""
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    info = LANGUAGES[language]
+    title = translations(catalogue_path("_config.yml", language, root))
+    config["title"] = _translated_line(config["title"], title)
+    config.setdefault("execute", {})
+    repository = config.setdefault("repository", {})  # its launch buttons open the edition's own files
+    repository["path_to_book"] = "/".join(p for p in (repository.get("path_to_book"), info["folder"]) if p)
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx["language"] = info["sphinx"]
+    sphinx["language_switch"] = [{"href": "../", "label": "English", "lang": "en"}] + [
+        {"href": f"../{other['folder']}/", "label": other["name"], "lang": other["tag"]}
+        for code, other in LANGUAGES.items() if code != language]
+    return config
+
+
+def _translated_line(english: str, found: dict[str, str]) -> str:
+    from autograder.i18n.segment import unit_hash
+
+    return found.get(unit_hash(english), english)
+
+
+def _translated_toc(language: str, root: Path) -> str:
+    """The English ``_toc.yml`` with each part's caption translated (same files, same order)."""
+    prefix = "- caption: "
+    found = translations(catalogue_path("_toc.yml", language, root))
+    lines = (root / "_toc.yml").read_text(encoding="utf-8").splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        stripped = line.lstrip()
+        if stripped.startswith(prefix):
+            english = stripped[len(prefix):].strip()
+            lines[n] = f"{line[: len(line) - len(stripped)]}{prefix}{_translated_line(english, found)}\n"
+    return "".join(lines)
+
+
+def _with_note(text: str, note: Path) -> str:
+    """``text`` with the edition's own note (if any) inserted after the page's first ``# `` title."""
+    if not note.is_file():
+        return text
+    lines = text.splitlines(keepends=True)
+    at = next((n for n, line in enumerate(lines) if line.startswith("# ")), -1) + 1
+    return "".join([*lines[:at], "\n", note.read_text(encoding="utf-8").rstrip("\n") + "\n", *lines[at:]])

@@ -1,0 +1,268 @@
+"""The translation catalogues (locales/<lang>/*.po) and the mechanism that keeps them honest.
+
+- every catalogue is in step with its English source (``update`` would not change it);
+- **complete**: 0 missing or fuzzy (stale) entries per catalogue. These tests fail, one per catalogue
+  with its counts, until the translators have filled that catalogue; they stay in the suite and go
+  green as catalogues fill (``python -m autograder.i18n check --summary`` shows the same counts);
+- every translated entry keeps its numbers, code spans/roles/math, glossary terms, no Simplified;
+- the stale detection itself: an English paragraph changed in a temporary copy makes ``check`` fail
+  and name it, and the generated page shows that paragraph in English, marked;
+- code cells of the generated pages and notebooks are the English ones (read back by jupytext / ast);
+- ``check`` runs with polib and opencc only (no torch, nbgrader, nbformat or yaml).
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import polib
+import pytest
+
+from autograder.i18n import LANGUAGES, LOCALES_DIR
+from autograder.i18n.__main__ import main as i18n_main
+from autograder.i18n.catalogue import catalogue_path, sources, update
+from autograder.i18n.checks import check_catalogue, check_entry, glossary_path, read_glossary
+from autograder.i18n.notebook import translate_notebook
+from autograder.i18n.pages import book_files, translated_notebook
+from autograder.i18n.render import UNTRANSLATED_MARK, render
+from autograder.i18n.segment import join, split_myst, split_python, unit_hash
+from autograder.source import ASSIGNMENTS, EDITION_TAGS, release_path
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = "zh_TW"
+SOURCES = sources(ROOT)
+GLOSSARY = read_glossary(glossary_path(LANGUAGE, ROOT))
+
+
+def _name(source: str) -> str:
+    return catalogue_path(source, LANGUAGE).relative_to(Path(LOCALES_DIR) / LANGUAGE).as_posix()
+
+
+def test_sources_and_languages():
+    assert len([s for s in SOURCES if s.startswith("chapters/")]) == 13
+    assert [s for s in SOURCES if s.startswith("solutions/")] == \
+        [f"solutions/{a}/{a}.py" for a in ASSIGNMENTS]
+    assert sorted(info["tag"] for info in LANGUAGES.values()) == sorted(EDITION_TAGS)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=_name)
+def test_segmentation_gives_back_the_source(source):
+    text = (ROOT / source).read_text(encoding="utf-8")
+    if source.endswith(".md"):
+        assert join(split_myst(text)) == text
+
+
+def test_catalogues_are_in_step_with_the_english(tmp_path):
+    """`update` on a copy changes no catalogue: every English unit has its entry, nothing is left over."""
+    copy = _course_copy(tmp_path)
+
+    def entries(path: Path) -> list[tuple]:
+        return [(e.msgctxt, e.msgid, e.msgstr, e.occurrences, e.flags, e.previous_msgid, e.obsolete)
+                for e in polib.pofile(str(path))]
+
+    behind = [_name(source) for source in SOURCES
+              if entries(update(source, LANGUAGE, copy).path)
+              != entries(catalogue_path(source, LANGUAGE, ROOT))]
+    assert not behind, f"out of step with their English: {behind}; run `python -m autograder.i18n update`"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=_name)
+def test_catalogue_fully_translated(source):
+    """0 missing, 0 fuzzy. Fails until this catalogue's translation is finished (expected)."""
+    problems = check_catalogue(catalogue_path(source, LANGUAGE, ROOT), GLOSSARY)
+    missing = sum(p.kind == "missing" for p in problems)
+    fuzzy = sum(p.kind == "fuzzy" for p in problems)
+    assert missing == fuzzy == 0, (f"{_name(source)}: {missing} missing, {fuzzy} fuzzy entries "
+                                   "(translation not finished yet)")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=_name)
+def test_translations_keep_numbers_code_glossary_and_no_simplified(source):
+    problems = [p for p in check_catalogue(catalogue_path(source, LANGUAGE, ROOT), GLOSSARY)
+                if p.kind not in ("missing", "fuzzy")]
+    assert not problems, "\n".join(map(str, problems))
+
+
+def test_glossary_has_the_course_terms():
+    for english, target in {"tensor": "張量", "memory": "記憶體", "gradient": "梯度",
+                            "optimizer": "最佳化器", "checkpoint": "檢查點", "mixed precision": "混合精度",
+                            "throughput": "吞吐量", "GPU": "GPU"}.items():
+        assert GLOSSARY[english] == target
+    lines = glossary_path(LANGUAGE, ROOT).read_text(encoding="utf-8").splitlines()
+    for line in lines:
+        assert line.startswith("#") or line.count("\t") == 1, f"not 'term<TAB>term': {line!r}"
+
+
+@pytest.mark.parametrize(("english", "translation", "kind"), [
+    ("A float32 value takes 4 bytes.", "一個 float32 值佔 8 個位元組。", "numbers"),
+    ("A float32 value takes 4 bytes.", "一個 float32 值佔 4 個位元組，共 2 個。", "numbers"),
+    ("Call `torch.float16` here.", "在這裡呼叫 `torch.half`。", "code"),
+    ("See {doc}`chapters/01_memory_accounting`.", "見 {doc}`chapters/01_memory`。", "code"),
+    ("It is $2^{10}$ large.", "它大到 $2^{11}$。", "code"),
+    ("Every tensor has a dtype.", "每個陣列都有 dtype。", "glossary"),
+    ("Every tensor has a dtype.", "每个张量都有 dtype。", "simplified"),
+    ("Memory is finite.", "内存是有限的。", "simplified"),
+])
+def test_entry_checks_catch(english, translation, kind):
+    entry = polib.POEntry(msgctxt=unit_hash(english), msgid=english, msgstr=translation)
+    assert kind in {k for k, _ in check_entry(entry, GLOSSARY)}
+
+
+def test_entry_checks_pass_a_good_translation():
+    entry = polib.POEntry(msgid="A float32 tensor takes 4 bytes per value, see {doc}`Storage "
+                                "<ch-storage>` and `x.element_size()`.",
+                          msgstr="float32 張量的每個值佔 4 個位元組，見 {doc}`儲存區 <ch-storage>` 與 "
+                                 "`x.element_size()`。")
+    assert check_entry(entry, GLOSSARY) == []
+
+
+def test_glossary_exemption_is_per_entry():
+    entry = polib.POEntry(msgid="Shape (batch, seq).", msgstr="形狀為 (batch, seq)。")
+    assert {k for k, _ in check_entry(entry, GLOSSARY)} == {"glossary"}
+    entry.tcomment = "glossary-ok: batch"
+    assert check_entry(entry, GLOSSARY) == []
+
+
+def test_changed_english_paragraph_is_stale_and_named(tmp_path, capsys):
+    """The stale detection, tested: change one English paragraph of a fully translated exercise in a
+    copy; `update` keeps the old translation as fuzzy with the previous English, `check` fails and
+    names the paragraph, the generated notebook shows it in English behind the mark."""
+    copy = _course_copy(tmp_path)
+    source = copy / "solutions/01_strides/01_strides.py"
+    old = "You implement that metadata arithmetic with plain Python integers."
+    new = "You implement that metadata arithmetic with nothing but Python integers."
+    source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    po = catalogue_path("solutions/01_strides/01_strides.py", LANGUAGE, copy)
+    assert i18n_main(["check", str(po)]) == 0
+    capsys.readouterr()
+    result = update("solutions/01_strides/01_strides.py", LANGUAGE, copy)
+    assert len(result.fuzzy) == 1
+    entry = next(e for e in polib.pofile(str(po)) if "fuzzy" in e.flags)
+    assert entry.msgid.startswith(new) and entry.previous_msgid.startswith(old)
+    assert entry.msgstr.startswith("你要用一般的 Python 整數")  # kept for the translator to revise
+    assert i18n_main(["check", str(po)]) == 1
+    out = capsys.readouterr().out
+    assert "1 fuzzy" in out and "solutions/01_strides/01_strides.py:17" in out and new[:40] in out
+    # the stale paragraph is shown in English, marked, and counted
+    from autograder.i18n.catalogue import translations
+    english = nbformat.read(release_path("01_strides", course_root=ROOT), as_version=4)
+    intro = english.cells[0].source.replace(old, new)
+    english.cells[0].source = intro
+    _, _, done = translate_notebook(english, translations(po))
+    assert [u.english[:40] for u in done.untranslated] == [new[:40]]
+
+
+def test_a_reworded_line_break_is_not_a_change(tmp_path):
+    """The hash is over whitespace-normalized text: rewrapping English keeps translations current."""
+    copy = _course_copy(tmp_path)
+    page = copy / "chapters/00_napkin_math.md"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("Both\ncan be answered", "Both can\nbe answered"), encoding="utf-8")
+    before = catalogue_path("chapters/00_napkin_math.md", LANGUAGE, copy).read_text(encoding="utf-8")
+    update("chapters/00_napkin_math.md", LANGUAGE, copy)
+    after = catalogue_path("chapters/00_napkin_math.md", LANGUAGE, copy).read_text(encoding="utf-8")
+    assert [line for line in after.splitlines() if not line.startswith("#:")] == \
+        [line for line in before.splitlines() if not line.startswith("#:")]
+
+
+def test_untranslated_units_show_english_marked():
+    pieces = split_myst("# Title\n\nSome *prose* with `code`.\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    done = render(pieces, {unit_hash("Title"): "標題"})
+    assert done.text == (f"# 標題\n\n{UNTRANSLATED_MARK} Some *prose* with `code`.\n\n"
+                         "```{code-cell} ipython3\nx = 1\n```\n")
+    assert done.translated == 1 and len(done.untranslated) == 1
+
+
+def test_generated_pages_have_the_english_code_cells():
+    files, _ = book_files(LANGUAGE, ROOT, cache="_build/.jupyter_cache")
+    for source in (s for s in SOURCES if s.startswith("chapters/")):
+        def code(text: str) -> list[tuple[str, str]]:
+            nb = jupytext.reads(text, fmt="myst")
+            return [(c.source, str(c.metadata)) for c in nb.cells if c.cell_type == "code"]
+        english = code((ROOT / source).read_text(encoding="utf-8"))
+        assert english and code(files[source].decode("utf-8")) == english, source
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_translated_release_keeps_every_cell_but_the_prose(assignment):
+    english = nbformat.read(release_path(assignment, course_root=ROOT), as_version=4)
+    path = release_path(assignment, course_root=ROOT).with_name(translated_notebook(assignment, LANGUAGE))
+    chinese = nbformat.read(path, as_version=4)
+    assert len(chinese.cells) == len(english.cells)
+    for en, zh in zip(english.cells, chinese.cells, strict=True):
+        meta = en.metadata.nbgrader
+        assert (zh.id, zh.cell_type) == (en.id, en.cell_type)
+        assert {k: v for k, v in zh.metadata.nbgrader.items() if k != "checksum"} == \
+            {k: v for k, v in meta.items() if k != "checksum"}
+        if en.cell_type == "code" and (meta["grade"] or meta["locked"]):
+            assert zh == en, f"{assignment} {en.id}: a grade or locked cell differs"
+        elif en.cell_type == "code":
+            assert _without_docstrings(zh.source) == _without_docstrings(en.source), en.id
+            assert _code_lines(zh.source) == _code_lines(en.source), en.id
+
+
+def _without_docstrings(code: str) -> str:
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0].value.value = ""
+    return ast.dump(tree)
+
+
+def _code_lines(code: str) -> list[str]:
+    """The lines of ``code`` that are neither docstring nor comment-only (what split_python keeps)."""
+    return [p for p in join([x if isinstance(x, str) else "" for x in split_python(code)]).splitlines()
+            if p.strip() and not p.strip().startswith(("#", '"""'))]
+
+
+def test_check_needs_only_polib_and_opencc():
+    script = ("import sys\n"
+              "for name in ('torch', 'nbgrader', 'nbformat', 'yaml', 'jupytext'):\n"
+              "    sys.modules[name] = None\n"
+              "from autograder.i18n.__main__ import main\n"
+              "sys.exit(main(['check', '--summary', 'locales/zh_TW/exercises/01_strides.po']))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "01_strides.po: complete" in done.stdout
+
+
+def _course_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "course"
+    for name in ("intro.md", "references.md", "_config.yml", "_toc.yml"):
+        shutil.copy2(ROOT / name, copy / name) if copy.exists() else \
+            (copy.mkdir(), shutil.copy2(ROOT / name, copy / name))
+    shutil.copytree(ROOT / "chapters", copy / "chapters", ignore=shutil.ignore_patterns("_*"))
+    shutil.copytree(ROOT / "solutions", copy / "solutions", ignore=shutil.ignore_patterns("*.ipynb"))
+    shutil.copytree(ROOT / LOCALES_DIR, copy / LOCALES_DIR)
+    return copy
+
+
+def test_leak_check_covers_the_translations(tmp_path):
+    """A solution line or the hidden checks' module path in a msgstr is a leak (and the generated
+    notebook carrying it fails the file leak check too); the committed catalogues have none."""
+    from autograder.leaks import find_leaks, find_translation_leaks
+
+    assert find_translation_leaks(course_root=ROOT) == []
+    copy = _course_copy(tmp_path)
+    shutil.copytree(ROOT / "autograder" / "hidden", copy / "autograder" / "hidden")
+    po_path = catalogue_path("solutions/01_strides/01_strides.py", LANGUAGE, copy)
+    po = polib.pofile(str(po_path))
+    entry = next(e for e in po if e.msgid.startswith("Strides of a row-major"))
+    entry.msgstr += "\nreturn offset + sum(i * s for i, s in zip(index, stride))"
+    po.save(str(po_path))
+    found = find_translation_leaks(course_root=copy)
+    assert [leak.path for leak in found] == [po_path] and "solution line" in found[0].what
+    from autograder.i18n.catalogue import translations
+    english = nbformat.read(release_path("01_strides", course_root=ROOT), as_version=4)
+    leaked, _, _ = translate_notebook(english, translations(po_path))
+    out = tmp_path / "01_strides.zh-TW.ipynb"
+    nbformat.write(nbformat.from_dict(leaked), out)
+    assert any("solution line" in leak.what for leak in find_leaks(paths=[out], course_root=copy))

@@ -1,0 +1,166 @@
+"""The zh-TW edition of the built site: same pages, Sphinx language zh_TW, language switch both ways,
+outputs from the English build's execution cache, and, in headless chromium, every zh-TW page opened,
+the switch followed both ways and a page found by a Chinese search term.
+
+Run after `make site` (it builds both editions; the zh-TW build's log is _build/i18n/zh_TW/build.log).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from browser import (
+    REPO_ROOT,
+    launch_chromium,
+    require_chromium,
+    screenshot,
+    serve_directory,
+    unavailable,
+    watch,
+)
+from test_site_browser import DOCNAMES, html_path, wait_for_mathjax
+
+from autograder.i18n import LANGUAGES
+from autograder.i18n.pages import book_dir
+
+LANGUAGE = "zh_TW"
+FOLDER = LANGUAGES[LANGUAGE]["folder"]
+HTML = REPO_ROOT / "_build" / "html"
+ZH_HTML = HTML / FOLDER
+BUILD_LOG = REPO_ROOT / "_build" / "i18n" / LANGUAGE / "build.log"
+SWITCH = "a.language-switch"
+# A term of a translated page (exercise 1's title and text) and the page search must find with it.
+SEARCH_TERM, SEARCH_PAGE = "步幅", "exercises/01_strides/01_strides.html"
+
+
+def require_build() -> None:
+    if not (ZH_HTML / "intro.html").is_file():
+        unavailable(f"no zh-TW build at {ZH_HTML}: run `make site` first")
+
+
+def test_every_page_has_its_zh_tw_twin_with_a_switch():
+    require_build()
+    for docname in DOCNAMES:
+        english, chinese = HTML / html_path(docname), ZH_HTML / html_path(docname)
+        assert chinese.is_file(), f"{docname}: no zh-TW page"
+        text = chinese.read_text(encoding="utf-8")
+        assert '<html lang="zh-TW"' in text, f"{docname}: the zh-TW page is not marked zh-TW"
+        for page, other in ((chinese, english), (english, chinese)):
+            hrefs = re.findall(r'<a class="language-switch" href="([^"]+)"', page.read_text(encoding="utf-8"))
+            assert len(hrefs) == 1, f"{page}: expected one language switch, found {hrefs}"
+            assert (page.parent / hrefs[0]).resolve() == other.resolve(), f"{page}: switch -> {hrefs[0]}"
+
+
+def test_zh_tw_pages_came_from_the_english_execution_cache():
+    """Each generated zh-TW page is a hit in the English build's jupyter-cache (its code cells are the
+    English ones), and the zh-TW build executed nothing."""
+    require_build()
+    from jupyter_cache import get_cache
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    cache = get_cache(str(REPO_ROOT / "_build" / ".jupyter_cache"))
+    book = book_dir(LANGUAGE, REPO_ROOT)
+    for docname in (d for d in DOCNAMES if d.startswith("chapters/")):
+        nb = read_myst_markdown_notebook((book / f"{docname}.md").read_text(encoding="utf-8"))
+        try:
+            cache.match_cache_notebook(nb)
+        except KeyError:
+            pytest.fail(f"{docname}: the zh-TW page is not in the English execution cache")
+    assert "Executing notebook" not in BUILD_LOG.read_text(encoding="utf-8"), \
+        "the zh-TW build executed a page"
+
+
+def test_generated_sources_stay_out_of_git():
+    book = book_dir(LANGUAGE, REPO_ROOT)
+    assert book.is_relative_to(REPO_ROOT / "_build")  # _build/ is ignored by git
+    assert not (REPO_ROOT / FOLDER).exists()
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    require_build()
+    with serve_directory(HTML) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = launch_chromium(p, tmp_path_factory.mktemp("chromium-zh"))
+        context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(site_url, browser):
+    tab = browser.new_page()
+    tab.watch = watch(tab)
+    yield tab
+    tab.close()
+
+
+def _settle(page) -> None:
+    """Wait until MathJax has typeset and its fonts have arrived (leaving earlier aborts them)."""
+    wait_for_mathjax(page)
+    page.wait_for_load_state("networkidle")
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_every_zh_tw_page_opens_and_switches_both_ways(page, site_url):
+    for docname in DOCNAMES:
+        zh_url = urljoin(site_url, f"{FOLDER}/{html_path(docname)}")
+        response = page.goto(zh_url)
+        assert response is not None and response.ok, f"{zh_url}: {response and response.status}"
+        _settle(page)
+        assert page.locator("html").get_attribute("lang") == "zh-TW"
+        assert page.locator("article.bd-article h1").count() >= 1, f"{docname}: no title"
+        page.locator(SWITCH).first.click()
+        _settle(page)
+        assert _path(page.url) == html_path(docname), f"{docname}: zh-TW -> English went to {page.url}"
+        page.locator(SWITCH).first.click()
+        _settle(page)
+        assert _path(page.url) == f"{FOLDER}/{html_path(docname)}", f"{docname}: back went to {page.url}"
+        problems = page.watch.problems()
+        assert not problems, f"{docname}: " + "\n  ".join(problems)
+    screenshot(page, "site/zh-tw_last_page")
+
+
+@pytest.mark.browser
+def test_chinese_search_finds_a_page(page, site_url):
+    page.goto(urljoin(site_url, f"{FOLDER}/search.html?q={SEARCH_TERM}"))
+    results = page.locator("#search-results ul.search li")
+    results.first.wait_for(state="attached", timeout=30_000)
+    links = page.eval_on_selector_all("#search-results ul.search li a", "as => as.map(a => a.href)")
+    assert any(_path(link.split("#")[0]) == f"{FOLDER}/{SEARCH_PAGE}" for link in links), \
+        f"search for {SEARCH_TERM!r} did not find {SEARCH_PAGE}: {links}"
+    screenshot(page, "site/zh-tw_search")
+
+
+def test_untranslated_units_are_marked_and_translated_ones_shown():
+    """A page with units not yet translated shows the mark in its article; a fully translated page
+    (the exercises) shows none; the sidebar's captions are translated."""
+    require_build()
+    from autograder.i18n.pages import book_files
+    from autograder.i18n.render import UNTRANSLATED_MARK
+
+    _, report = book_files(LANGUAGE, REPO_ROOT, cache="_build/.jupyter_cache")
+    for docname in DOCNAMES:
+        text = (ZH_HTML / html_path(docname)).read_text(encoding="utf-8")
+        article = text[text.index("<article"):text.index("</article>")]
+        marked = UNTRANSLATED_MARK in article
+        assert marked == (f"{docname}.md" in report.untranslated), f"{docname}: mark {marked}"
+    intro = (ZH_HTML / "intro.html").read_text(encoding="utf-8")
+    assert "講義" in intro and "練習" in intro, "the sidebar's captions are not translated"
