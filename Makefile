@@ -37,8 +37,16 @@ site: $(STAMP)
 	done
 
 ## 2. Run the whole test suite (builds the site first, from the cache).
-test: site system-deps
+test: site system-deps node-deps
 	$(BIN)/python -m pytest
+
+## npm packages the tests drive: JupyterHub's proxy (tests/test_service_hub.py), inside .venv.
+CHP_VERSION := 5.3.0
+CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
+.PHONY: node-deps
+node-deps: $(CHP)
+$(CHP):
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
 
 ## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
 ## tests/slurm_cluster.py); bubblewrap (the grading sandbox). Each is installed only when missing.

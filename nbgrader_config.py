@@ -45,3 +45,17 @@ c.GenerateFeedback.preprocessors = [
     ClearHiddenTests,
     CSSHTMLHeaderPreprocessor,
 ]
+
+# Autograde on submit (`autograder serve`; every key and its meaning: autograder/service/policy.py).
+# "default" applies to every assignment, an assignment's own entry overrides it; `due` defaults to the
+# assignment's nbgrader due date. The service's scores never enter the gradebook: accepted notebooks
+# land in submitted/ (the latest, or the best with "counts": "best") for `autograder grade`.
+c.AutograderService.policy = {
+    "default": {"max_submissions": 5, "window_hours": 24, "late": False, "counts": "latest",
+                "feedback_before_due": "tests", "feedback_after_due": "tests"},
+    # "01_strides": {"opens": "2026-10-01 09:00 UTC", "due": "2026-10-15 23:59 UTC"},
+}
+c.AutograderService.roster = "gradebook"  # students = the gradebook's (nbgrader db student add/import)
+c.AutograderService.instructors = []  # user names that see the instructor view (hub admins do too)
+c.AutograderService.instructor_group = "instructors"  # and members of this JupyterHub group
+c.AutograderService.max_upload_mb = 5

@@ -9,6 +9,9 @@
     autograder demo [DIR]                                   autograder.demo.demo
     autograder publish DEST                                 autograder.publish.publish
     autograder leak-check PATH...                           autograder.leaks.find_leaks
+    autograder serve [--hub] [--port N] ...                 autograder.service.serve.serve
+    autograder tokens issue|revoke STUDENT...               autograder.service.store.Store
+    autograder submit NN_name.ipynb [--url URL]             autograder.service.client.submit
 
 Run from the course root (or pass --course-root). Errors an instructor can fix print one message and
 exit with status 1.
@@ -109,6 +112,34 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("leak-check", help="find solution, hidden-check or instructor-only text (and "
                                           "the course repository's URLs) in a student edition or site")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+
+    p = sub.add_parser("serve", help="autograde on submit: the feedback web service (JupyterHub "
+                                     "service with --hub, or standalone with course tokens)")
+    p.add_argument("--hub", action="store_true",
+                   help="run as a JupyterHub service (address, prefix and OAuth from the hub)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8750)
+    p.add_argument("--prefix", default="/", help="URL prefix (standalone; the hub sets its own)")
+    p.add_argument("--state", type=Path, default=None, metavar="DIR",
+                   help="the service's database, workspace and secret (default: <course>/.service)")
+    p.add_argument("--service-db", default=None, metavar="URL",
+                   help="SQLAlchemy URL of the service's database (default: sqlite in --state)")
+    p.add_argument("--workers", type=int, default=None, help="notebooks at once (default: CPUs)")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local")
+    p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=4.0, metavar="GB")
+    p.add_argument("--notebook-timeout", type=float, default=600.0, metavar="S")
+
+    p = sub.add_parser("tokens", help="standalone service: issue or revoke course tokens")
+    p.add_argument("action", choices=("issue", "revoke"))
+    p.add_argument("users", nargs="+", metavar="USER")
+    p.add_argument("--instructor", action="store_true", help="tokens that see the instructor view")
+    p.add_argument("--state", type=Path, default=None, metavar="DIR")
+    p.add_argument("--service-db", default=None, metavar="URL")
+
+    p = sub.add_parser("submit", help="submit a notebook to the feedback service and wait for it")
+    p.add_argument("notebook", type=Path, metavar="NN_name.ipynb")
+    p.add_argument("--url", default=None, help="the service (default: $AUTOGRADER_URL)")
+    p.add_argument("--no-wait", action="store_true", help="do not wait for the feedback")
     return parser
 
 
@@ -300,6 +331,51 @@ def _leak_check(args) -> int:
 
 
 COMMANDS.update({"publish": _publish, "leak-check": _leak_check})
+
+
+def _serve(args) -> int:
+    from autograder.service.serve import ServeOptions, serve
+
+    serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
+                       hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
+                       workers=args.workers, executor=args.executor,
+                       memory_limit_gb=args.memory_limit_gb or None,
+                       notebook_timeout=args.notebook_timeout or None))
+    return 0
+
+
+def _tokens(args) -> int:
+    from autograder.course import load_course
+    from autograder.service.serve import ServeOptions, state_folder
+    from autograder.service.settings import ServiceSettings
+    from autograder.service.store import Store, default_url
+
+    folder = state_folder(ServeOptions(course_root=args.course_root, state_dir=args.state))
+    store = Store(args.service_db or default_url(folder))
+    if args.action == "revoke":
+        for user in args.users:
+            print(f"{plain(user)}\t{store.revoke_tokens(user)} token(s) revoked")
+        return 0
+    settings = ServiceSettings.of(load_course(args.course_root))
+    unknown = [u for u in args.users if not args.instructor and not settings.is_student(u)]
+    if unknown:
+        raise AutograderError(f"not students of the course: {', '.join(map(plain, unknown))} "
+                              "(add them to the gradebook: nbgrader db student add ID)")
+    for user in args.users:  # the only time a token is shown: hand it to its student
+        print(f"{user}\t{store.issue_token(user, instructor=args.instructor)}")
+    return 0
+
+
+def _submit(args) -> int:
+    from autograder.service.client import submit, summary_lines
+
+    status = submit(args.notebook, url=args.url, wait=not args.no_wait)
+    for line in summary_lines(status):
+        print(plain(line))
+    return 0 if status.get("state") != "failed" else 1
+
+
+COMMANDS.update({"serve": _serve, "tokens": _tokens, "submit": _submit})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -415,7 +415,7 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
             return
         if not name.endswith(".ipynb"):
             continue
-        problem = _notebook_problem(contents[name], Path(name).stem, offer.assignment, expected)
+        problem = notebook_problem(contents[name], Path(name).stem, offer.assignment, expected)
         if problem:
             result.refused.append(f"{shown(path)}: {problem}")
             return
@@ -470,7 +470,7 @@ def _worked_on(path: Path, shown) -> bool:
         return True
 
 
-def _notebook_problem(data: bytes, notebook: str, assignment: str,
+def notebook_problem(data: bytes, notebook: str, assignment: str,
                       expected: dict[str, set[str]]) -> str | None:
     """Why ``data`` is not a notebook of ``assignment`` (None when it is)."""
     try:

@@ -50,33 +50,62 @@ class Accelerator:
     bf16_sparse: float  # NVIDIA's headline figure, with 2:4 sparsity: never use it for MFU
     tf32_dense: float  # float32 matmul on tensor cores, inputs rounded to TF32
     fp32: float  # float32 on the ordinary (non-tensor) cores
+    memory_bandwidth: float  # HBM bytes/s, from the product datasheet (BANDWIDTH_SOURCES)
     source: str
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte above which a kernel can reach the dense bf16 peak: peak / memory bandwidth."""
+        return self.bf16_dense / self.memory_bandwidth
 
 
 HOPPER_WHITEPAPER = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column"
 HALVED = "tensor-core figures quoted with sparsity, halved"
 SAME_AS_H100_SXM = f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"
 
+# Memory bandwidths come from the product datasheets, not from the architecture whitepaper (which gives the
+# H100 SXM5 3 TB/s, before the datasheet's 3.35 TB/s). One figure per row, for the variant named here.
+BANDWIDTH_SOURCES = {
+    "A100 (SXM or PCIe)": "NVIDIA A100 datasheet: A100 80GB SXM, 2,039 GB/s (80GB PCIe 1,935 GB/s, 40GB 1,555 GB/s)",
+    "H100 PCIe": "NVIDIA H100 datasheet: 2 TB/s",
+    "H100 NVL": "NVIDIA H100 datasheet: 3.9 TB/s",
+    "H100 SXM": "NVIDIA H100 datasheet: 3.35 TB/s",
+    "GH200": "NVIDIA GH200 datasheet: 4 TB/s with 96 GB HBM3 (4.9 TB/s with 144 GB HBM3e)",
+    "H200 NVL": "NVIDIA H200 datasheet: 4.8 TB/s",
+    "H200 SXM": "NVIDIA H200 datasheet: 4.8 TB/s",
+    "B200 (HGX)": "NVIDIA HGX B200 specifications: 8 TB/s per GPU",
+    "GB200": "NVIDIA GB200 NVL72 specifications: 8 TB/s per GPU",
+}
+
 # Most specific names first: "H100 PCIe" must be tried before "H100".
 DEVICE_TABLE = [
     Accelerator("A100 (SXM or PCIe)", "A100", bf16_dense=312e12, bf16_sparse=624e12,
-                tf32_dense=156e12, fp32=19.5e12, source="NVIDIA A100 datasheet"),
+                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=2.039e12,
+                source="NVIDIA A100 datasheet"),
     Accelerator("H100 PCIe", "H100 PCIe", bf16_dense=756.5e12, bf16_sparse=1513e12,
-                tf32_dense=378e12, fp32=51e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
+                tf32_dense=378e12, fp32=51e12, memory_bandwidth=2.0e12,
+                source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 NVL", "H100 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H100 datasheet ({HALVED})"),
+                tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=3.9e12,
+                source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 SXM", "H100", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, source=HOPPER_WHITEPAPER),
+                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=3.35e12,
+                source=HOPPER_WHITEPAPER),
     Accelerator("GH200", "GH200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
+                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.0e12,
+                source=SAME_AS_H100_SXM),
     Accelerator("H200 NVL", "H200 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, source=f"NVIDIA H200 datasheet ({HALVED})"),
+                tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=4.8e12,
+                source=f"NVIDIA H200 datasheet ({HALVED})"),
     Accelerator("H200 SXM", "H200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, source=SAME_AS_H100_SXM),
+                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.8e12,
+                source=SAME_AS_H100_SXM),
     Accelerator("B200 (HGX)", "B200", bf16_dense=2.25e15, bf16_sparse=4.5e15,
-                tf32_dense=1.1e15, fp32=75e12, source=f"NVIDIA HGX B200 specifications, per GPU ({HALVED})"),
+                tf32_dense=1.1e15, fp32=75e12, memory_bandwidth=8e12,
+                source=f"NVIDIA HGX B200 specifications, per GPU ({HALVED})"),
     Accelerator("GB200", "GB200", bf16_dense=2.5e15, bf16_sparse=5e15,
-                tf32_dense=1.25e15, fp32=80e12, source=f"NVIDIA GB200 NVL72 specifications, per GPU ({HALVED})"),
+                tf32_dense=1.25e15, fp32=80e12, memory_bandwidth=8e12,
+                source=f"NVIDIA GB200 NVL72 specifications, per GPU ({HALVED})"),
 ]
 
 

@@ -2,7 +2,8 @@
 
 The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): the sandbox's inside imports
 nothing of ``autograder`` outside itself; layers never import upward; outside the engine only its
-public names are used; the executors are siblings.
+public names are used; the service's web process never reaches the engine, the sandbox or the hidden
+checks (only its worker does); the executors are siblings.
 """
 
 from __future__ import annotations

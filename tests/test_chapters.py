@@ -90,6 +90,9 @@ KEY_TERMS: dict[int, Topic] = {
             "FLOPs", "FLOP/s", "3.14", "2e25", "A100", "H100", "H200", "B200", "sparsity", "2 * m * n * p",
             "FlopCounterMode", "MFU", "get_device_name", "UnknownAcceleratorError", "8 H100s",
             "989.4", "TF32", "GB200", "flop_registry", "memory-bound", "elementwise", "_gpu_record",
+            # issue 19: the roofline against the device table's memory bandwidth
+            "roofline", "arithmetic intensity", "ridge point", "memory_bandwidth", "BANDWIDTH_SOURCES",
+            "3.35 TB/s", "williams2009roofline", "nvidia2022h100datasheet", "LayerNorm", "softmax",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -116,6 +119,8 @@ KEY_TERMS: dict[int, Topic] = {
             "tofile", ".npy", "raises-exception", "np.memmap", "get_batch", "targets", "pin_memory", "non_blocking",
             "tempfile", "per-row loop", "vectorized gather", "np.save", "magic", "uint32", "torch.cuda.Stream",
             "wait_stream", "record_stream", "_gpu_record",
+            # issue 19: a DataLoader in front of the side-stream copy; pinning as torch behaves without CUDA
+            "DataLoader", "num_workers", "is_pinned()", "no accelerator is found", "RandomSampler",
         ),
         exercise="exercises/05_get_batch/05_get_batch",
     ),
@@ -148,6 +153,10 @@ KEY_TERMS: dict[int, Topic] = {
             # issue 19: usable capacity and the backward peak; fused attention and MFU conventions
             "total_memory", "79.11", "139.80", "backward_temporaries", "scaled_dot_product_attention",
             "is_causal=True", "log-sum-exp", "chowdhery2022palm", "12\\,L\\,H\\,Q\\,T", "1/\\sqrt{2L}",
+            # issue 19: the peak of a training step, counted live, and chunked cross-entropy
+            "Peak memory of a training step", "TorchDispatchMode", "weakref.finalize", "untyped_storage",
+            "saved_for_backward", "chunked cross-entropy", "torch.utils.checkpoint", "_record_memory_history",
+            "torch.cuda.memory_allocated", "thamada/nvidia-smi", "unverified",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -387,6 +396,59 @@ def test_executed_page_has_errors_only_where_tagged(page):
     assert not unexecuted_cells(nb), f"{page}: code cells {unexecuted_cells(nb)} were not executed"
     problems = error_problems(nb, page)
     assert not problems, "\n".join(problems)
+
+
+# Issue 19's additions compare a measurement with a formula: each of these must be part of an assert statement
+# on its page (not only mentioned in the prose), so that deleting or weakening the check fails here.
+REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
+    "chapters/05_compute_accounting": (
+        "round(h100.ridge_point) == 295", "matmul_intensity(m, n, p)", 'intensity["add"] == 1 / 6',
+        "achieved[name] < 1.05 * roof",
+    ),
+    "chapters/08_data_loading": ("all(pinned)", "not any(pinned)", "no accelerator is found"),
+    "chapters/11_transformer_accounting": (
+        "full.start == predicted_start", 'full_saved["activations"]', "backward_temporaries(PEAK_CFG, b, s)",
+        "peak_bytes(PEAK_CFG, b, False, False)", "chunked_saving(c)", "2 * b * s * V * d",
+        "fixed + 4 + b * per_sequence", "(mem.peak() - mem.start)",
+    ),
+}
+
+
+def assert_statements(nb: nbformat.NotebookNode) -> list[str]:
+    """Every assert statement of the page's code cells, with its continuation lines joined."""
+    statements = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines = cell.source.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"^\s*assert\b", line):
+                statement = line
+                indent = len(line) - len(line.lstrip())
+                for nxt in lines[i + 1 :]:   # a statement continued on deeper-indented lines
+                    if nxt.strip() and len(nxt) - len(nxt.lstrip()) > indent and not nxt.lstrip().startswith("assert"):
+                        statement += " " + nxt.strip()
+                    else:
+                        break
+                statements.append(statement)
+    return statements
+
+
+def missing_asserts(nb: nbformat.NotebookNode, required: tuple[str, ...]) -> list[str]:
+    statements = assert_statements(nb)
+    return [needle for needle in required if not any(needle in statement for statement in statements)]
+
+
+def test_missing_asserts_can_fail():
+    nb = _notebook(_code("x = f(1)  # f(1) is mentioned, not asserted\nassert y == 2\n"))
+    assert missing_asserts(nb, ("f(1)", "y == 2")) == ["f(1)"]
+
+
+@pytest.mark.parametrize("page", sorted(REQUIRED_ASSERTS))
+def test_issue19_additions_assert_measurement_against_formula(page):
+    assert page in lecture_pages()
+    missing = missing_asserts(read_source(page), REQUIRED_ASSERTS[page])
+    assert not missing, f"{page}.md: these checks are no longer asserted: {missing}"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from importlib import import_module
 
 _PUBLIC = {
     "grade": "autograder.grading.pipeline",
+    "grade_stream": "autograder.grading.pipeline",  # the service worker: warm sandboxes, one by one
     "GradeOptions": "autograder.grading.options",
     "GradeSummary": "autograder.grading.model",
     "SubmissionResult": "autograder.grading.model",

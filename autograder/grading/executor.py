@@ -35,4 +35,6 @@ class Executor(Protocol):
     def execute(self, work: Iterator[Submission], outcomes: Outcomes, *, device_used: str,
                 progress: ProgressBar, timings: dict[str, float]) -> None:
         """Run every notebook of every submission ``work`` yields (pull lazily: the pipeline sanitizes
-        as it is asked), reporting each to ``outcomes``."""
+        as it is asked), reporting each to ``outcomes``. An executor that sets ``streams = True``
+        also accepts ``None`` from ``work`` (a stream: nothing to run now, ask again soon) and keeps
+        its machines warm until ``work`` ends (``pipeline.grade_stream``)."""

@@ -24,11 +24,14 @@ from autograder.grading.prepare import DeviceProbe, companion_files
 from autograder.grading.progress import ProgressBar
 from autograder.sandbox.host import SandboxProcess
 
+_END = object()  # the end of ``work`` (None from a stream means "nothing now, ask again")
+
 
 class LocalExecutor:
     """``executor="local"``: this machine's CPUs (and GPU), ``options.workers`` notebooks at once."""
 
     name = "local"
+    streams = True  # work may yield None: nothing now (pipeline.grade_stream)
 
     def __init__(self, options: GradeOptions) -> None:
         self.options = options
@@ -56,8 +59,8 @@ class LocalExecutor:
         pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda")
                 for _ in range(self.workers)]
         queue: deque[tuple[Submission, NotebookRun]] = deque()
-        first = next(work, None)
-        if first is None:
+        first = next(work, _END)
+        if first is _END:
             return  # nothing to execute: no sandbox is started
         work, more = itertools.chain([first], work), True
         with sandboxes(pool):
@@ -67,9 +70,11 @@ class LocalExecutor:
             try:
                 while more or queue or runner.running:
                     while more and len(queue) < self.workers:  # sanitize ahead of the workers
-                        submission = next(work, None)
-                        if submission is None:
+                        submission = next(work, _END)
+                        if submission is _END:
                             more = False
+                            break
+                        if submission is None:  # a stream with nothing to run now
                             break
                         queue.extend((submission, nb_run) for nb_run in submission.notebooks)
                     free = runner.free_sandboxes()

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from autograder.course import Course, load_course
+from autograder.errors import GradingError
 from autograder.grading import prepare, record
 from autograder.grading.executor import Executor
 from autograder.grading.model import GradeSummary, NotebookOutcome, Submission, SubmissionResult
@@ -38,43 +39,113 @@ def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
     notebooks as a Slurm job array (``slurm/``); this process still records every grade.
     """
     options = GradeOptions.of(options, **settings)
-    started = time.monotonic()
-    course = load_course(options.course_root, db_url=options.db_url)
-    if not options.execute:  # nbgrader's --no-execute: neither clear nor execute
-        course.config.Execute.enabled = False
-        course.config.ClearOutput.enabled = False
-    executor = _executor(options, course)  # the local one starts its template now: imports overlap
-    names = list(options.assignments) if options.assignments else course.submitted_assignments()
-    for name in names:
-        course.require_assignment(name)
-    allow_cpu = options.cpu_allowed
-    device_used = prepare.resolve_device(course, names, device=options.device, allow_cpu=allow_cpu,
-                                         probe=executor.probe())
-    timeout = execute_timeout(course) if options.timeout is None else (
-        options.timeout if options.timeout > 0 else None)
-    timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0, "execute": 0.0}
-    with course.gradebook() as gb:
-        planned = prepare.plan(course, gb, names, students=options.students, force=options.force,
-                               notebook=options.notebook)
-        todo = planned.todo
-        batch = _Batch(course=course, steps=autograde_steps(course), gb=gb, device=device_used,
-                       timeout=timeout, notebook_timeout=options.notebook_timeout,
-                       notebook=options.notebook,
-                       allow_cpu=allow_cpu, force=options.force, timings=timings)
+    run = _Run.start(options, every_assignment=False)
+    with run.course.gradebook() as gb:
+        planned = prepare.plan(run.course, gb, run.names, students=options.students,
+                               force=options.force, notebook=options.notebook)
+        batch = run.batch(gb)
         batch.results += [SubmissionResult(student, name, "skipped", reasons=(why,) if why else ())
                           for student, name, why in planned.skipped]
         batch.results += [SubmissionResult(student, name, "failed", reasons=(why,))
                           for student, name, why in planned.refused]
-        with ProgressBar(options.progress, label=f"grading on {device_used}",
-                         total=len(todo)) as bar:
+        run.execute(batch, planned.todo, total=len(planned.todo))
+    return run.summary(batch)
+
+
+def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | None],
+                 settled: Callable[[SubmissionResult], None]) -> GradeSummary:
+    """Grade submissions as they arrive, on sandboxes kept warm between them (the service's worker).
+
+    ``requests`` yields ``(student, assignment)`` once its ``submitted/`` folder is written, or None
+    when there is nothing now (it should wait a little before it does); each one is graded (again,
+    whatever is recorded: ``force``) and recorded as by ``grade``, then passed to ``settled``. Ends
+    when ``requests`` ends and the notebooks running then are recorded. Local executor only.
+    """
+    options = GradeOptions.of(options, force=True, progress=False)
+    run = _Run.start(options, every_assignment=True)
+    if not getattr(run.executor, "streams", False):
+        raise GradingError(f"the {run.executor.name} executor grades batches, not a stream; "
+                           "grade each batch with grade()")
+    with run.course.gradebook() as gb:
+        batch = run.batch(gb, settled=settled)
+
+        def todo() -> Iterator[tuple[str, str] | None]:
+            for request in requests:
+                if request is None:
+                    yield None
+                    continue
+                student, name = request
+                planned = prepare.plan(run.course, gb, [name], students=[student], force=True,
+                                       notebook=options.notebook)
+                for s, n, why in planned.skipped:
+                    batch._settle(SubmissionResult(s, n, "skipped", reasons=(why,) if why else ()))
+                for s, n, why in planned.refused:
+                    batch._settle(SubmissionResult(s, n, "failed", reasons=(why,)))
+                yield from planned.todo
+
+        run.execute(batch, todo(), total=None)
+    return run.summary(batch)
+
+
+@dataclass
+class _Run:
+    """What one grading run sets up before its first submission: course, executor, device, timeout."""
+
+    options: GradeOptions
+    course: Course
+    executor: Executor
+    names: list[str]
+    device: str
+    timeout: float | None
+    timings: dict[str, float]
+    started: float
+
+    @classmethod
+    def start(cls, options: GradeOptions, *, every_assignment: bool) -> _Run:
+        """``every_assignment``: the gradebook's (a stream may bring any); otherwise those asked
+        for, or every assignment with submissions."""
+        started = time.monotonic()
+        course = load_course(options.course_root, db_url=options.db_url)
+        if not options.execute:  # nbgrader's --no-execute: neither clear nor execute
+            course.config.Execute.enabled = False
+            course.config.ClearOutput.enabled = False
+        executor = _executor(options, course)  # the local one starts its template now
+        if options.assignments:
+            names = list(options.assignments)
+        else:
+            names = course.gradebook_assignments() if every_assignment \
+                else course.submitted_assignments()
+        for name in names:
+            course.require_assignment(name)
+        device = prepare.resolve_device(course, names, device=options.device,
+                                        allow_cpu=options.cpu_allowed, probe=executor.probe())
+        timeout = execute_timeout(course) if options.timeout is None else (
+            options.timeout if options.timeout > 0 else None)
+        timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0,
+                   "execute": 0.0}
+        return cls(options, course, executor, names, device, timeout, timings, started)
+
+    def batch(self, gb, *, settled: Callable[[SubmissionResult], None] | None = None) -> _Batch:
+        o = self.options
+        return _Batch(course=self.course, steps=autograde_steps(self.course), gb=gb,
+                      device=self.device, timeout=self.timeout,
+                      notebook_timeout=o.notebook_timeout, notebook=o.notebook,
+                      allow_cpu=o.cpu_allowed, force=o.force, timings=self.timings,
+                      settled=settled)
+
+    def execute(self, batch: _Batch, todo, *, total: int | None) -> None:
+        with ProgressBar(self.options.progress, label=f"grading on {self.device}",
+                         total=total) as bar:
             batch.progress = bar
             try:
-                executor.execute(batch.prepared(todo), batch, device_used=device_used,
-                                 progress=bar, timings=timings)
+                self.executor.execute(batch.prepared(todo), batch, device_used=self.device,
+                                      progress=bar, timings=self.timings)
             finally:
                 batch.drop_unrecorded()
-    return GradeSummary(results=tuple(batch.results), device=device_used,
-                        seconds=time.monotonic() - started, timings=timings)
+
+    def summary(self, batch: _Batch) -> GradeSummary:
+        return GradeSummary(results=tuple(batch.results), device=self.device,
+                            seconds=time.monotonic() - self.started, timings=self.timings)
 
 
 def _executor(options: GradeOptions, course: Course) -> Executor:
@@ -122,6 +193,7 @@ class _Batch:
     allow_cpu: bool
     force: bool
     timings: dict[str, float]
+    settled: Callable[[SubmissionResult], None] | None = None  # a stream: each result, as recorded
     results: list[SubmissionResult] = field(default_factory=list)
     progress: ProgressBar | None = None
     pending: dict[tuple[str, str], Submission] = field(default_factory=dict)
@@ -129,7 +201,11 @@ class _Batch:
     def prepared(self, todo: list[tuple[str, str]]) -> Iterator[Submission]:
         """Sanitize each submission as the executor asks for the next one; those that fail or have
         nothing to execute are settled here and never reach the executor."""
-        for student, name in todo:
+        for item in todo:
+            if item is None:  # a stream with nothing now
+                yield None
+                continue
+            student, name = item
             clock = time.monotonic()
             try:
                 submission = prepare.sanitize(self.course, self.steps, self.gb, student=student,
@@ -176,7 +252,10 @@ class _Batch:
                              timings=self.timings)
 
     def _settle(self, result: SubmissionResult) -> None:
-        self.results.append(result)
+        if self.settled is not None:  # a stream keeps no list: it would grow for ever
+            self.settled(result)
+        else:
+            self.results.append(result)
         if self.progress is not None:
             self.progress.advance(f"{result.assignment}/{result.student}")
 

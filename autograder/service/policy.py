@@ -1,0 +1,154 @@
+"""What the service accepts and shows, per assignment: ``c.AutograderService`` in nbgrader_config.py.
+
+    c.AutograderService.policy = {
+        "default":    {"max_submissions": 5, "window_hours": 24},       # every assignment
+        "01_strides": {"opens": "2026-10-01 09:00 UTC", "due": "2026-10-15 23:59 UTC",
+                       "counts": "best", "late": True},
+    }
+
+Keys (all optional; ``DEFAULTS`` below): ``opens``/``due`` (ISO 8601, a time without a zone is UTC;
+``due`` defaults to the assignment's nbgrader due date), ``max_submissions`` per ``window_hours``
+(a sliding window), ``late`` (accept after the due date, marked late), ``counts`` ("latest": every
+accepted notebook replaces the one in ``submitted/``; "best": only one that scores higher does),
+``feedback_before_due`` / ``feedback_after_due`` ("tests": every test with pass/fail and its message,
+"score": the total only, "none": only that it was graded). Service-wide settings live next to it:
+``roster`` ("gradebook": the students in the nbgrader gradebook, or a list of ids),
+``instructor_group`` (the hub group whose members see the instructor view), ``max_upload_mb``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from autograder.errors import CourseError
+
+FEEDBACK_LEVELS = ("tests", "score", "none")
+COUNTS = ("latest", "best")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One assignment's rules (times are naive UTC, like the store's)."""
+
+    assignment: str
+    opens: datetime | None = None
+    due: datetime | None = None
+    max_submissions: int = 5
+    window_hours: float = 24.0
+    late: bool = False
+    counts: str = "latest"
+    feedback_before_due: str = "tests"
+    feedback_after_due: str = "tests"
+
+    def feedback_level(self, now: datetime) -> str:
+        return self.feedback_after_due if self.due is not None and now > self.due \
+            else self.feedback_before_due
+
+    def refusal(self, now: datetime, earlier: list[datetime]) -> str | None:
+        """Why a submission at ``now`` is refused (None: accepted); ``earlier`` are this student's
+        submissions of the assignment within the window, oldest first."""
+        if self.opens is not None and now < self.opens:
+            return f"{self.assignment} opens at {shown(self.opens)}; nothing was submitted"
+        if self.due is not None and now > self.due and not self.late:
+            return (f"{self.assignment} was due at {shown(self.due)} and late submissions are not "
+                    "accepted; nothing was submitted")
+        window = timedelta(hours=self.window_hours)
+        recent = [when for when in earlier if when > now - window]
+        if self.max_submissions >= 0 and len(recent) >= self.max_submissions:
+            next_at = recent[len(recent) - self.max_submissions] + window
+            return (f"{self.max_submissions} submissions of {self.assignment} in "
+                    f"{self.window_hours:g} h already; the next is possible at {shown(next_at)}")
+        return None
+
+    def left(self, now: datetime, earlier: list[datetime]) -> int:
+        """Submissions still possible in the current window."""
+        window = timedelta(hours=self.window_hours)
+        return max(0, self.max_submissions - sum(1 for when in earlier if when > now - window))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"assignment": self.assignment, "opens": iso(self.opens), "due": iso(self.due),
+                "max_submissions": self.max_submissions, "window_hours": self.window_hours,
+                "late": self.late, "counts": self.counts,
+                "feedback_before_due": self.feedback_before_due,
+                "feedback_after_due": self.feedback_after_due}
+
+
+def iso(when: datetime | None) -> str | None:
+    return None if when is None else when.replace(tzinfo=UTC).isoformat(timespec="seconds")
+
+
+def shown(when: datetime) -> str:
+    return when.replace(tzinfo=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def parse_time(value: Any, *, where: str) -> datetime | None:
+    """``value`` (ISO 8601 text, a datetime, or None) as naive UTC; a clear error names ``where``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        when = value
+    else:
+        text = str(value).strip()
+        if text.endswith(" UTC"):
+            text = text[:-4]
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise CourseError(f"{where}: {value!r} is not a time (expected ISO 8601, "
+                              "e.g. '2026-10-15 23:59 UTC')") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when
+
+
+def policy_for(assignment: str, settings: dict[str, Any], *, due: datetime | None) -> Policy:
+    """The policy of ``assignment`` from ``c.AutograderService.policy`` (``settings``): its own keys
+    over "default" over ``DEFAULTS``; ``due`` is nbgrader's due date for the assignment."""
+    if not isinstance(settings, dict):
+        raise CourseError("nbgrader_config.py: c.AutograderService.policy must be a dict of "
+                          f"assignment name -> settings, not {type(settings).__name__}")
+    merged: dict[str, Any] = {}
+    for key in ("default", assignment):
+        part = settings.get(key, {})
+        if not isinstance(part, dict):
+            raise CourseError(f"nbgrader_config.py: c.AutograderService.policy[{key!r}] must be a "
+                              f"dict, not {type(part).__name__}")
+        merged.update(part)
+    known = {f.name for f in fields(Policy)} - {"assignment"}
+    unknown = sorted(set(merged) - known)
+    if unknown:
+        raise CourseError(f"nbgrader_config.py: c.AutograderService.policy for {assignment!r}: "
+                          f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    where = f"nbgrader_config.py: c.AutograderService.policy[{assignment!r}]"
+    policy = Policy(assignment=assignment, due=due)
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        if key in ("opens", "due"):
+            values[key] = parse_time(value, where=f"{where}[{key!r}]")
+        elif key in ("max_submissions",):
+            values[key] = _number(value, int, f"{where}[{key!r}]")
+        elif key == "window_hours":
+            values[key] = _number(value, float, f"{where}[{key!r}]")
+        elif key == "late":
+            if not isinstance(value, bool):
+                raise CourseError(f"{where}['late']: expected True or False, not {value!r}")
+            values[key] = value
+        elif key == "counts":
+            values[key] = _choice(value, COUNTS, f"{where}['counts']")
+        else:
+            values[key] = _choice(value, FEEDBACK_LEVELS, f"{where}[{key!r}]")
+    return replace(policy, **values)
+
+
+def _number(value: Any, kind: type, where: str):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise CourseError(f"{where}: expected a number >= 0, not {value!r}")
+    return kind(value)
+
+
+def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise CourseError(f"{where}: expected one of {', '.join(allowed)}, not {value!r}")
+    return value

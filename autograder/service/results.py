@@ -1,0 +1,102 @@
+"""A graded submission as the student may see it: score per test, each failure's message, no hidden code.
+
+Read from the worker's workspace after ``autograder grade`` recorded it: points from its gradebook,
+messages from the autograded notebook's error outputs, scrubbed by the same rule as nbgrader feedback
+(``autograder.hidden._feedback.hide_hidden_source``), then checked once more as a whole: nothing that
+``autograder.source.shows_hidden_source`` recognizes may be stored. A test is "hidden" when its grade
+cell has a hidden-test region; its code is never part of the result, only its name and message.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.hidden._feedback import hide_hidden_source
+from autograder.source import hidden_lines, hidden_region, shows_hidden_source
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MESSAGE_CHARS = 4000  # of one test's message
+
+
+def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: str,
+                    notebooks: dict[str, Path], reasons: tuple[str, ...] = ()) -> dict:
+    """``{"score", "max_score", "tests": [...], "notices": [...]}`` of one graded submission."""
+    tests: list[dict] = []
+    hidden_text: set[str] = set()
+    score = max_score = 0.0
+    with Gradebook(db_url, course_id) as gb:
+        for notebook, path in notebooks.items():
+            cells = _grade_cells(path)
+            for cell in cells.values():
+                hidden_text |= hidden_lines(cell.source)
+            try:
+                graded = gb.find_submission_notebook(notebook, assignment, student)
+            except MissingEntry:
+                continue
+            for grade in sorted(graded.grades, key=lambda g: _order(cells, g.name)):
+                points = float(grade.score or 0.0)
+                top = float(grade.max_score or 0.0)
+                cell = cells.get(grade.name)
+                tests.append({"name": grade.name, "notebook": notebook, "points": points,
+                              "max_points": top, "passed": points >= top,
+                              "hidden": bool(cell is not None and hidden_region(cell.source)),
+                              "message": _message(cell) if points < top else None})
+                score += points
+                max_score += top
+    result = {"score": score, "max_score": max_score, "tests": tests,
+              "notices": [_clip(r) for r in reasons]}
+    return _without_hidden_source(result, hidden_text)
+
+
+def _grade_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
+    if not path.is_file():
+        return {}
+    nb = nbformat.read(path, as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and isinstance(meta.get("grade_id"), str):
+            cells[meta["grade_id"]] = cell
+    return cells
+
+
+def _order(cells: dict, name: str) -> tuple[int, str]:
+    names = list(cells)
+    return (names.index(name) if name in names else len(names), name)
+
+
+def _message(cell) -> str:
+    """The failure as the student would read it under the cell (hidden lines removed)."""
+    if cell is None:
+        return "this test's cell is missing from the notebook"
+    hidden = hidden_lines(cell.source)
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            shown = dict(output)
+            hide_hidden_source(shown, hidden)
+            text = ANSI.sub("", "\n".join(shown.get("traceback", [])))
+            return _clip(text or f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
+    return "failed (no error message: the cell did not run, or its points were not given)"
+
+
+def _clip(text: str) -> str:
+    text = str(text)
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + " … (cut)"
+
+
+def _without_hidden_source(result: dict, hidden: set[str]) -> dict:
+    """Last guard: a message still quoting hidden-check source is cut to its exception line, and a
+    line that still does is replaced by a notice."""
+    for test in result["tests"]:
+        message = test["message"]
+        if message and shows_hidden_source(message, hidden):
+            last = message.strip().split("\n")[-1]
+            test["message"] = last if not shows_hidden_source(last, hidden) else \
+                "failed (the message quoted the hidden test and is not shown)"
+    result["notices"] = [n if not shows_hidden_source(n, hidden) else
+                         "a notice quoted the hidden test and is not shown" for n in result["notices"]]
+    return result

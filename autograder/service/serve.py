@@ -1,0 +1,148 @@
+"""``autograder serve``: the web process in this one, the worker as a supervised child process.
+
+The worker is restarted when it dies (its unfinished submissions go back to the queue, see
+``store.Store.recover``) and dies with this process (PR_SET_PDEATHSIG), so a ``kill -9`` of the service
+leaves nothing running; started again, it grades what was queued. Under JupyterHub (``--hub``) the
+address and prefix come from the hub's ``JUPYTERHUB_SERVICE_URL`` / ``JUPYTERHUB_SERVICE_PREFIX``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from autograder.course import load_course
+from autograder.errors import CourseError
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store, default_url
+from autograder.service.web import make_app
+
+log = logging.getLogger("autograder.service")
+
+
+@dataclass
+class ServeOptions:
+    course_root: Path = Path(".")
+    state_dir: Path | None = None  # default: <course>/.service
+    db_url: str | None = None  # default: sqlite in the state folder
+    hub: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8750
+    prefix: str = "/"
+    workers: int | None = None
+    executor: str = "local"
+    memory_limit_gb: float | None = 4.0
+    notebook_timeout: float | None = 600.0
+    worker_args: list[str] = field(default_factory=list)
+
+
+def state_folder(options: ServeOptions) -> Path:
+    folder = Path(options.state_dir or Path(options.course_root) / ".service").resolve()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def _service_lock(folder: Path):
+    """One service per state folder: a second ``serve`` on it stops with the reason."""
+    handle = open(folder / "serve.lock", "a+")  # noqa: SIM115 - kept open: the lock lives with it
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise CourseError(f"another `autograder serve` is running on {folder} (serve.lock); "
+                          "stop it, or give this one its own --state") from None
+    return handle
+
+
+def cookie_secret(folder: Path) -> bytes:
+    """A secret kept across restarts (sessions survive them), readable by this user only."""
+    path = folder / "cookie_secret"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+class WorkerProcess:
+    """The worker child: started, watched, restarted when it dies, stopped with the service."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command)
+        log.info("worker started (pid %d)", self.process.pid)
+
+    def watch(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            self.restarts += 1
+            log.error("worker exited with status %s; starting another (restart %d)",
+                      self.process.returncode, self.restarts)
+            self.start()  # watched once a second: a worker that cannot start is retried slowly
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve(options: ServeOptions) -> None:
+    """Run until SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s serve %(message)s")
+    course = load_course(options.course_root)
+    settings = ServiceSettings.of(course)  # a wrong policy stops the start, with its message
+    folder = state_folder(options)
+    lock = _service_lock(folder)  # noqa: F841 - held for the life of this process
+    db_url = options.db_url or default_url(folder)
+    store = Store(db_url)
+    host, port, prefix = options.host, options.port, options.prefix
+    if options.hub:
+        bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", f"http://{host}:{port}"))
+        host, port = bind.hostname or host, bind.port or port
+        prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", prefix)
+    worker = WorkerProcess([
+        sys.executable, "-m", "autograder.service.worker", "--course-root", str(course.root),
+        "--state", str(folder), "--db", db_url, "--executor", options.executor,
+        "--memory-limit", str(options.memory_limit_gb or 0),
+        "--notebook-timeout", str(options.notebook_timeout or 0), "--with-parent",
+        *(["--workers", str(options.workers)] if options.workers else []), *options.worker_args])
+    app = make_app(store=store, settings=settings, hub=options.hub, prefix=prefix,
+                   cookie_secret=cookie_secret(folder))
+    asyncio.run(_run(app, worker, host=host, port=port, prefix=prefix,
+                     max_body=settings.max_upload_bytes * 4 + 2**20))
+
+
+async def _run(app, worker: WorkerProcess, *, host: str, port: int, prefix: str,
+               max_body: int) -> None:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    server = app.listen(port, address=host, max_body_size=max_body, xheaders=True)
+    worker.start()
+    print(f"autograder serve: listening on http://{host}:{port}{prefix}", flush=True)
+    try:
+        while not stopping.is_set():
+            try:
+                await asyncio.wait_for(stopping.wait(), timeout=1.0)
+            except TimeoutError:
+                worker.watch()
+    finally:
+        server.stop()
+        await asyncio.to_thread(worker.stop)

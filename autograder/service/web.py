@@ -1,0 +1,400 @@
+"""The service's web process (tornado): the student and instructor pages and the JSON API they use.
+
+It never runs student code and never imports the grading engine (an import-linter contract): it reads
+and writes the queue (``store.py``) and lands accepted notebooks (``intake.py``). Who is asking:
+
+* **hub mode** (``autograder serve --hub``, started by JupyterHub as a service): the hub's OAuth
+  (``HubOAuthenticated``); API clients send ``Authorization: token <hub API token>``;
+* **standalone**: course tokens (``autograder tokens issue``): the login form sets a signed cookie
+  holding the token's SHA-256; API clients send ``Authorization: Bearer <token>``.
+
+Every form and every cookie-authenticated API call carries the XSRF token; nothing secret is ever in a
+URL. A student sees only their own submissions (another's is "not found", 404); instructors (listed
+in ``c.AutograderService.instructors``, members of its ``instructor_group``, or hub admins) see all.
+API (JSON; errors are ``{"error": message}`` with the HTTP status):
+
+    GET  api/assignments                  assignments, dates, policy, submissions left
+    GET  api/assignments/<name>/policy    one assignment's policy
+    POST api/submissions?filename=F[&assignment=A]   body: the notebook  -> 202 {"id", "state"}
+    GET  api/submissions                  your history (instructors: ?student=ID, or everyone's)
+    GET  api/submissions/<id>             state, queue position, feedback as the policy allows
+    GET  api/queue                        instructors: queue length, running, counts, scores
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tornado import web
+
+from autograder.service.intake import Refused, accept
+from autograder.service.policy import iso
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store, SubmissionRow, as_utc, digest, utcnow
+
+HERE = Path(__file__).parent
+COOKIE = "autograder-session"
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    instructor: bool
+
+
+class _Base(web.RequestHandler):
+    """What every handler shares: who is asking, the store, the clock, JSON errors."""
+
+    @property
+    def store(self) -> Store:
+        return self.settings["store"]
+
+    @property
+    def service(self) -> ServiceSettings:
+        return self.settings["service"]
+
+    def now(self) -> datetime:
+        return self.settings["clock"]()
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Security-Policy", "default-src 'self'; frame-ancestors 'self'; "
+                        "form-action 'self'; base-uri 'none'; object-src 'none'")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Referrer-Policy", "same-origin")
+        self.set_header("Cache-Control", "no-store")
+
+    def identity(self) -> Identity | None:
+        user = self.current_user
+        if user is None:
+            return None
+        if isinstance(user, Identity):
+            return user
+        name = user["name"]  # a hub user model
+        groups = user.get("groups") or []
+        return Identity(name, bool(user.get("admin")) or name in self.service.instructors
+                        or self.service.instructor_group in groups)
+
+    def url(self, path: str = "") -> str:
+        return self.settings["prefix"] + path
+
+    def page(self, template: str, status: int = 200, **values: Any) -> None:
+        self.set_status(status)
+        self.render(template, me=self.identity(), url=self.url, hub=self.settings["hub"],
+                    title=self.settings["title"], **values)
+
+
+class _TokenAuth:
+    """Standalone mode: ``Authorization: Bearer <token>``, or the login cookie (its SHA-256)."""
+
+    def get_current_user(self):
+        header = self.request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            self._token_authenticated = True
+            found = self.store.token_user_by_digest(digest(header[len("Bearer "):].strip()))
+        else:
+            cookie = self.get_secure_cookie(COOKIE, max_age_days=14)
+            found = self.store.token_user_by_digest(cookie.decode()) if cookie else None
+        return None if found is None else Identity(found[0], found[1])
+
+    def check_xsrf_cookie(self) -> None:
+        if getattr(self, "_token_authenticated", False) or \
+                self.request.headers.get("Authorization", "").startswith("Bearer "):
+            return  # a header token is not ambient: no cross-site request can send it
+        super().check_xsrf_cookie()
+
+    def get_login_url(self) -> str:
+        return self.url("login")
+
+
+def _logged_in(method: Callable) -> Callable:
+    """``tornado.web.authenticated``, but an API request gets 401 JSON, never a redirect."""
+    pages = web.authenticated(method)
+
+    def wrapper(self, *args, **kwargs):
+        if self.request.path.startswith(self.url("api/")) and self.current_user is None:
+            self._error(401, "not logged in: send Authorization: Bearer <course token> "
+                             "(or token <hub API token>)")
+            return None
+        return pages(self, *args, **kwargs)
+    return wrapper
+
+
+class _Json(_Base):
+    def write_json(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(value))
+
+    def _error(self, status: int, message: str, **extra: Any) -> None:
+        self.write_json({"error": message, **extra}, status)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self._error(status_code, self._reason)
+
+
+# -- views of the queue ------------------------------------------------------------------------
+
+def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
+                    now: datetime) -> dict:
+    """What a student may see of one submission now (the policy's feedback level decides)."""
+    view = {"id": row.id, "assignment": row.assignment, "notebook": row.notebook,
+            "student": row.student, "received_at": as_utc(row.received_at), "late": row.late,
+            "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
+    if row.state == "queued":
+        view["position"] = store.position(row.id)
+    if row.state == "failed":
+        view["reason"] = row.reason
+    if row.state == "done":
+        level = settings.policy(row.assignment).feedback_level(now)
+        view["feedback_level"] = level
+        if level in ("tests", "score"):
+            view["score"], view["max_score"] = row.score, row.max_score
+        if level == "tests" and row.feedback:
+            feedback = json.loads(row.feedback)
+            view["tests"], view["notices"] = feedback["tests"], feedback["notices"]
+    return view
+
+
+def assignment_views(settings: ServiceSettings, store: Store, student: str | None,
+                     now: datetime) -> list[dict]:
+    views = []
+    for name, notebooks in sorted(settings.assignments().items()):
+        policy = settings.policy(name)
+        earlier = store.received_since(student, name, datetime.min) if student else []
+        views.append({**policy.as_json(), "notebooks": [f"{nb}.ipynb" for nb in notebooks],
+                      "open": (policy.opens is None or now >= policy.opens)
+                      and (policy.due is None or now <= policy.due or policy.late),
+                      "submissions_left": policy.left(now, earlier) if student else None,
+                      "submitted": len(earlier)})
+    return views
+
+
+def queue_view(settings: ServiceSettings, store: Store) -> dict:
+    counts = store.counts()
+    per_assignment: dict[str, dict] = {}
+    for row in store.history():
+        entry = per_assignment.setdefault(row.assignment, {"submissions": 0, "students": set(),
+                                                           "scores": []})
+        entry["submissions"] += 1
+        entry["students"].add(row.student)
+        if row.state == "done" and row.score is not None:
+            entry["scores"].append(row.score)
+    return {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
+            "failed": counts["failed"],
+            "assignments": {name: {"submissions": e["submissions"], "students": len(e["students"]),
+                                   "scores": sorted(e["scores"])}
+                            for name, e in sorted(per_assignment.items())}}
+
+
+# -- API ---------------------------------------------------------------------------------------
+
+class ApiAssignments(_Json):
+    @_logged_in
+    def get(self) -> None:
+        me = self.identity()
+        self.write_json({"assignments": assignment_views(self.service, self.store, me.name,
+                                                         self.now())})
+
+
+class ApiPolicy(_Json):
+    @_logged_in
+    def get(self, name: str) -> None:
+        if name not in self.service.assignments():
+            return self._error(404, f"no assignment {name!r} (known: "
+                                    f"{', '.join(sorted(self.service.assignments()))})")
+        self.write_json(self.service.policy(name).as_json())
+
+
+class ApiSubmissions(_Json):
+    @_logged_in
+    def get(self) -> None:
+        me = self.identity()
+        student = self.get_argument("student", None) if me.instructor else me.name
+        rows = self.store.history(student, self.get_argument("assignment", None), limit=500)
+        now = self.now()
+        self.write_json({"submissions": [submission_view(r, self.service, self.store, now)
+                                         for r in rows]})
+
+    @_logged_in
+    def post(self) -> None:
+        me = self.identity()
+        filename = self.get_argument("filename", None)
+        content = self.request.body
+        if self.request.files.get("notebook"):
+            upload = self.request.files["notebook"][0]
+            filename, content = upload["filename"], upload["body"]
+        if not filename:
+            return self._error(400, "no notebook: send it as the request body with "
+                                    "?filename=NN_name.ipynb, or as the form field 'notebook'")
+        try:
+            accepted = accept(self.service, self.store, student=me.name, filename=filename,
+                              content=content, now=self.now(),
+                              assignment=self.get_argument("assignment", None) or None)
+        except Refused as refused:
+            if refused.retry_after is not None:
+                self.set_header("Retry-After", str(max(1, int(
+                    (refused.retry_after - self.now()).total_seconds()))))
+            return self._error(refused.status, refused.message,
+                               retry_after=iso(refused.retry_after))
+        self.set_header("Location", self.url(f"api/submissions/{accepted.id}"))
+        self.write_json({"id": accepted.id, "state": "queued", "assignment": accepted.assignment,
+                         "late": accepted.late, "page": self.url(f"submissions/{accepted.id}")},
+                        202)
+
+
+class ApiSubmission(_Json):
+    @_logged_in
+    def get(self, job_id: str) -> None:
+        row = _own(self, int(job_id))
+        if row is None:
+            return self._error(404, f"no submission {job_id} of yours")
+        self.write_json(submission_view(row, self.service, self.store, self.now()))
+
+
+class ApiQueue(_Json):
+    @_logged_in
+    def get(self) -> None:
+        if not self.identity().instructor:
+            return self._error(403, "the queue is for the course staff")
+        self.write_json(queue_view(self.service, self.store))
+
+
+def _own(handler: _Base, job_id: int) -> SubmissionRow | None:
+    """The submission if the user may see it (their own, or any for instructors)."""
+    row = handler.store.get(job_id)
+    me = handler.identity()
+    if row is None or (row.student != me.name and not me.instructor):
+        return None
+    return row
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+class IndexPage(_Base):
+    @_logged_in
+    def get(self) -> None:
+        self._show()
+
+    def _show(self, status: int = 200, error: str | None = None) -> None:
+        me = self.identity()
+        now = self.now()
+        rows = self.store.history(me.name, limit=200)
+        self.page("index.html", status, error=error,
+                  assignments=assignment_views(self.service, self.store, me.name, now),
+                  history=[submission_view(r, self.service, self.store, now) for r in rows],
+                  max_mb=self.service.max_upload_bytes / 2**20)
+
+    @_logged_in
+    def post(self) -> None:  # the upload form
+        me = self.identity()
+        uploads = self.request.files.get("notebook") or []
+        if not uploads:
+            return self._show(400, "choose a notebook file to upload")
+        try:
+            accepted = accept(self.service, self.store, student=me.name,
+                              filename=uploads[0]["filename"], content=uploads[0]["body"],
+                              now=self.now(), assignment=self.get_argument("assignment", None)
+                              or None)
+        except Refused as refused:
+            return self._show(refused.status, refused.message)
+        self.redirect(self.url(f"submissions/{accepted.id}"), status=303)
+
+
+class SubmissionPage(_Base):
+    @_logged_in
+    def get(self, job_id: str) -> None:
+        row = _own(self, int(job_id))
+        if row is None:
+            return self.page("missing.html", 404, what=f"submission {job_id}")
+        self.page("submission.html",
+                  submission=submission_view(row, self.service, self.store, self.now()))
+
+
+class InstructorPage(_Base):
+    @_logged_in
+    def get(self) -> None:
+        if not self.identity().instructor:
+            return self.page("missing.html", 403, what="the instructor view")
+        self.page("instructor.html", queue=queue_view(self.service, self.store))
+
+
+class ScoresCsv(_Base):
+    @_logged_in
+    def get(self) -> None:
+        if not self.identity().instructor:
+            raise web.HTTPError(403)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["id", "student", "assignment", "received_at", "late", "state", "score",
+                         "max_score", "counted"])
+        for row in reversed(self.store.history()):
+            writer.writerow([row.id, row.student, row.assignment, as_utc(row.received_at),
+                             row.late, row.state, row.score, row.max_score, row.landed])
+        self.set_header("Content-Type", "text/csv; charset=utf-8")
+        self.set_header("Content-Disposition", 'attachment; filename="service-scores.csv"')
+        self.finish(out.getvalue())
+
+
+class LoginPage(_Base):
+    """Standalone mode: paste the course token once; the cookie holds its SHA-256, signed."""
+
+    def get(self) -> None:
+        self.page("login.html", error=None)
+
+    def post(self) -> None:
+        token = self.get_body_argument("token", "").strip()
+        found = self.store.token_user_by_digest(digest(token)) if token else None
+        if found is None:
+            return self.page("login.html", 403, error="that token is not valid for this course")
+        self.set_secure_cookie(COOKIE, digest(token), expires_days=14, httponly=True,
+                               samesite="Strict", secure=self.request.protocol == "https")
+        self.redirect(self.url(), status=303)
+
+
+class LogoutPage(_Base):
+    def post(self) -> None:
+        self.clear_cookie(COOKIE)
+        self.redirect(self.url("login"), status=303)
+
+
+# -- the application ---------------------------------------------------------------------------
+
+def make_app(*, store: Store, settings: ServiceSettings, hub: bool, prefix: str = "/",
+             cookie_secret: bytes | None = None, clock: Callable[[], datetime] = utcnow,
+             title: str = "Autograder feedback") -> web.Application:
+    """The tornado application (``serve.py`` runs it; tests build it with a frozen ``clock``)."""
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    routes: list[tuple[str, type]] = [
+        ("", IndexPage), ("submissions/([0-9]+)", SubmissionPage),
+        ("instructor", InstructorPage), ("instructor/scores.csv", ScoresCsv),
+        ("api/assignments", ApiAssignments), ("api/assignments/([^/]+)/policy", ApiPolicy),
+        ("api/submissions", ApiSubmissions), ("api/submissions/([0-9]+)", ApiSubmission),
+        ("api/queue", ApiQueue)]
+    extra: dict[str, Any] = {}
+    if hub:
+        from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+
+        mixin: type = HubOAuthenticated
+        extra["hub_auth"] = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
+                                     cache_max_age=60)
+        handlers = [(prefix + "oauth_callback", HubOAuthCallbackHandler)]
+    else:
+        mixin = _TokenAuth
+        routes += [("login", LoginPage), ("logout", LogoutPage)]
+        handlers = []
+    for path, handler in routes:
+        handlers.append((prefix + path + "$", type(handler.__name__, (mixin, handler), {})))
+    return web.Application(
+        handlers, store=store, service=settings, clock=clock, prefix=prefix, hub=hub, title=title,
+        template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
+        static_url_prefix=prefix + "static/", xsrf_cookies=True,
+        cookie_secret=cookie_secret or secrets.token_bytes(32), **extra)

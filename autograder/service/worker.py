@@ -1,0 +1,250 @@
+"""The service's worker process: takes queued submissions and grades them, in its own workspace.
+
+The only process of the service that starts sandboxes. Locally it runs ``grade_stream``: the sandboxes
+stay warm, and a submission starts as soon as a sandbox is free (up to ``2 × workers`` claimed at
+once, one per student, fair: ``Store.claim``). With ``--executor slurm`` it grades batches with
+``grade`` on the cluster. Each result is written once (``Store.finish``); a crash of the worker leaves
+its submissions ``running``, and the next worker puts them back in the queue (``Store.recover``).
+
+    python -m autograder.service.worker --course-root C --state DIR [--workers N] [--executor local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import faulthandler
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course import load_course
+from autograder.grading import GradeOptions, SubmissionResult, grade, grade_stream
+from autograder.service.landing import land, nbgrader_timestamp
+from autograder.service.results import graded_feedback
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Job, Store, default_url
+from autograder.service.workspace import Workspace, definitions_fingerprint
+
+log = logging.getLogger("autograder.service.worker")
+IDLE_S = 0.1  # how long the stream waits when the queue is empty
+RECHECK_S = 30.0  # how often the course's assignment definitions are compared with the mirror
+
+
+@dataclass
+class WorkerOptions:
+    course_root: Path
+    state_dir: Path
+    db_url: str | None = None
+    workers: int | None = None
+    executor: str = "local"
+    memory_limit_gb: float | None = 4.0
+    notebook_timeout: float | None = 600.0
+    device: str = "auto"
+    allow_cpu: bool | None = None
+    batch_size: int = 50  # slurm: submissions per grade() batch
+
+
+class Worker:
+    """Grades what the queue holds until ``stop`` is set."""
+
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.id = f"worker-{uuid.uuid4().hex[:12]}"
+        self.store = Store(options.db_url or default_url(options.state_dir))
+        self.course = load_course(options.course_root)
+        self.settings = ServiceSettings.of(self.course)
+        self.workspace = Workspace(self.course, Path(options.state_dir) / "workspace")
+        self.inflight: dict[tuple[str, str], Job] = {}
+
+    def run(self, stop: threading.Event) -> None:
+        requeued, failed = self.store.recover(self.id)
+        if requeued or failed:
+            log.warning("%s: %d submission(s) an earlier worker left running are queued again, "
+                        "%d failed", self.id, requeued, failed)
+        while not stop.is_set():
+            self.workspace.prepare()
+            grade_options = self._grade_options()
+            if self.options.executor == "local":
+                grade_stream(grade_options, self._requests(stop), self._settled)
+            else:
+                self._batch(grade_options, stop)
+
+    def _grade_options(self) -> GradeOptions:
+        o = self.options
+        return GradeOptions(course_root=self.workspace.root, db_url=self.workspace.db_url,
+                            workers=o.workers, executor=o.executor, device=o.device,
+                            allow_cpu=o.allow_cpu, memory_limit_gb=o.memory_limit_gb,
+                            notebook_timeout=o.notebook_timeout, force=True, progress=False)
+
+    # -- local: one stream ------------------------------------------------------------------------
+    def _requests(self, stop: threading.Event) -> Iterator[tuple[str, str] | None]:
+        capacity = 2 * max(1, self.options.workers or os.cpu_count() or 1)
+        checked = time.monotonic()
+        while not stop.is_set():
+            if time.monotonic() - checked > RECHECK_S:
+                checked = time.monotonic()
+                if definitions_fingerprint(self.course) != self.workspace._fingerprint:
+                    return  # the course changed its assignments: mirror again, then go on
+            jobs = self.store.claim(self.id, capacity - len(self.inflight)) \
+                if len(self.inflight) < capacity else []
+            if not jobs:
+                time.sleep(IDLE_S)
+                yield None
+                continue
+            for job in jobs:
+                self._stage(job)
+                yield (job.student, job.assignment)
+
+    def _stage(self, job: Job) -> None:
+        self.inflight[(job.student, job.assignment)] = job
+        self.workspace.put(job.student, job.assignment, job.notebook, job.content,
+                           nbgrader_timestamp(job.received_at))
+
+    def _settled(self, result: SubmissionResult) -> None:
+        job = self.inflight.pop((result.student, result.assignment), None)
+        if job is None:
+            return
+        try:
+            self._record(job, result)
+        except Exception as error:  # noqa: BLE001 - one bad result never stops the worker
+            log.exception("recording submission %d", job.id)
+            self.store.fail(job.id, self.id, f"the service could not record this grade ({error})")
+
+    def _record(self, job: Job, result: SubmissionResult) -> None:
+        if result.status != "graded":
+            why = "; ".join(result.reasons) or f"not graded ({result.status})"
+            self.store.fail(job.id, self.id, why)
+            return
+        stem = Path(job.notebook).stem
+        feedback = graded_feedback(
+            self.workspace.db_url, self.course.course_id, student=job.student,
+            assignment=job.assignment,
+            notebooks={stem: self.workspace.autograded(job.student, job.assignment, job.notebook)},
+            reasons=result.reasons)
+        if self.store.finish(job.id, self.id, score=result.score, max_score=result.max_score,
+                             feedback=feedback):
+            self._land_if_best(job, result.score)
+
+    def _land_if_best(self, job: Job, score: float | None) -> None:
+        """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""
+        if self.settings.policy(job.assignment).counts != "best":
+            return
+        best = max((row.score or 0.0 for row in self.store.history(job.student, job.assignment)
+                    if row.landed and row.id != job.id), default=None)
+        if best is None or (score or 0.0) > best:
+            land(self.course, student=job.student, assignment=job.assignment,
+                 notebook=job.notebook, content=job.content, received_at=job.received_at)
+            self.store.mark_landed([job.id])
+
+    # -- slurm: batches -------------------------------------------------------------------------
+    def _batch(self, grade_options: GradeOptions, stop: threading.Event) -> None:
+        jobs = self.store.claim(self.id, self.options.batch_size)
+        if not jobs:
+            stop.wait(1.0)
+            return
+        self.workspace.stage([(j.student, j.assignment, j.notebook, j.content,
+                               nbgrader_timestamp(j.received_at)) for j in jobs])
+        self.inflight = {(j.student, j.assignment): j for j in jobs}
+        try:
+            summary = grade(grade_options, assignments=sorted({j.assignment for j in jobs}),
+                            students=sorted({j.student for j in jobs}))
+        except Exception as error:  # noqa: BLE001 - a failed batch fails its jobs, with the reason
+            for job in jobs:
+                self.store.fail(job.id, self.id, f"grading failed: {error}")
+            self.inflight.clear()
+            return
+        for result in summary.results:
+            self._settled(result)
+        for job in self.inflight.values():
+            self.store.fail(job.id, self.id, "grading returned no result for this submission")
+        self.inflight.clear()
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when the ``serve`` process that started it dies (kill -9)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.service.worker")
+    parser.add_argument("--course-root", type=Path, required=True)
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--db", default=None)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--executor", choices=("local", "slurm"), default="local")
+    parser.add_argument("--memory-limit", type=float, default=4.0)
+    parser.add_argument("--notebook-timeout", type=float, default=600.0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a stuck worker is, on stderr
+    if args.with_parent:
+        _die_with_parent()
+    stop = threading.Event()
+
+    def stopped(*_) -> None:
+        if not stop.is_set():
+            stop.set()
+            raise WorkerStopped  # now, not after the running notebooks: they are given back
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopped)
+    with workspace_lock(args.state):
+        worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
+                                      db_url=args.db, workers=args.workers,
+                                      executor=args.executor,
+                                      memory_limit_gb=args.memory_limit or None,
+                                      notebook_timeout=args.notebook_timeout or None,
+                                      device=args.device))
+        try:
+            worker.run(stop)
+        except WorkerStopped:
+            pass
+        finally:
+            released = worker.store.release(worker.id)
+            if released:
+                log.info("%s: stopped; %d running submission(s) back in the queue", worker.id,
+                         released)
+    return 0
+
+
+class WorkerStopped(BaseException):
+    """SIGTERM/SIGINT (also the parent's death): leave at once; the sandboxes are closed on the way
+    out and the running submissions go back to the queue."""
+
+
+@contextlib.contextmanager
+def workspace_lock(state: Path, *, wait_s: float = 60.0):
+    """One worker per state folder: a second one waits (an orphan still shutting down), then
+    refuses with the reason."""
+    Path(state).mkdir(parents=True, exist_ok=True)
+    with open(Path(state) / "worker.lock", "a+") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"another worker holds {state}/worker.lock; one service per "
+                                     "state folder") from None
+                time.sleep(0.5)
+        yield
+
+
+if __name__ == "__main__":
+    sys.exit(main())

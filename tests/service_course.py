@@ -1,0 +1,129 @@
+"""A course for the service tests: two exercises released, a roster, right and wrong notebooks, and a
+running ``autograder serve`` (standalone, course tokens) that a test can SIGKILL and start again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import nbformat
+
+from autograder import samples
+from autograder.course import load_course
+from autograder.release import copy_course, nbgrader_environment, release
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = ("01_strides", "02_einops")
+STUDENTS = ("alice", "bob", "carol")
+
+
+def make_course(root: Path, *, students=STUDENTS, assignments=ASSIGNMENTS) -> Path:
+    """A copy of the course with ``assignments`` released and ``students`` on the roster."""
+    copy_course(ROOT, root)
+    release(assignments=list(assignments), course_root=root)
+    with load_course(root).gradebook() as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+    return root
+
+
+def right_notebook(root: Path, assignment: str = "01_strides") -> bytes:
+    return nbformat.writes(samples.reference_notebook(assignment, course_root=root)).encode()
+
+
+def wrong_notebook(root: Path, assignment: str = "01_strides") -> bytes:
+    """The reference with the catalogue's first wrong answer (loses points, not all)."""
+    wrong, _ = samples.load_catalogue(assignment, course_root=ROOT)
+    nb = samples.student_notebook(assignment, wrong[0]["replace"], course_root=root)
+    return nbformat.writes(nb).encode()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Service:
+    """``autograder serve`` on a course, in its own process group."""
+
+    root: Path
+    port: int = field(default_factory=free_port)
+    workers: int = 2
+    state: Path | None = None  # default: <course>/.service
+    log: Path | None = None
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def start(self, timeout: float = 60.0) -> Service:
+        self.log = self.log or self.root / "serve.log"
+        env = {**os.environ, **nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"}
+        out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
+             "--port", str(self.port), "--workers", str(self.workers),
+             *(["--state", str(self.state)] if self.state else [])],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited: {self.log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "login", timeout=2).status_code == 200:
+                    return self
+            time.sleep(0.2)
+        raise RuntimeError(f"serve did not start: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the serve process alone (its worker must die with it, by itself)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self.process is not None:  # whatever the group left (a worker that did not follow)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def tokens(self, *users: str, instructor: bool = False) -> dict[str, str]:
+        args = [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "tokens",
+                "issue", *users] + (["--instructor"] if instructor else []) + \
+            (["--state", str(self.state)] if self.state else [])
+        out = subprocess.run(args, check=True, capture_output=True, text=True,
+                             env={**os.environ, **nbgrader_environment()}).stdout
+        return dict(line.split("\t") for line in out.strip().splitlines())
+
+
+def client(service: Service, token: str) -> httpx.Client:
+    return httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"},
+                        timeout=30)
+
+
+def wait_graded(http: httpx.Client, job_id: int, timeout: float = 180.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = http.get(f"api/submissions/{job_id}").json()
+        if status["state"] in ("done", "failed"):
+            return status
+        time.sleep(0.3)
+    raise AssertionError(f"submission {job_id} not graded in {timeout} s: {status}")

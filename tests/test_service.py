@@ -1,0 +1,264 @@
+"""``autograder serve`` standalone, as a real process graded by real sandboxes: feedback for a right
+and a wrong notebook, privacy between students, XSRF on forms, the instructor view, the same score as
+the instructor's ``autograder grade``, and a SIGKILL mid-queue after which every accepted submission is
+graded exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from service_course import Service, client, make_course, right_notebook, wait_graded, wrong_notebook
+
+from autograder.course import load_course
+from autograder.release import nbgrader_environment
+from autograder.service.store import Store, default_url
+from autograder.source import hidden_lines, read_source_cells, source_path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULT_STUDENTS = tuple(f"s{i:02d}" for i in range(8))
+
+
+def hidden_text(assignment: str) -> set[str]:
+    return set().union(*(hidden_lines(cell.source) for cell in
+                         read_source_cells(source_path(assignment, course_root=ROOT))))
+
+
+def assert_no_hidden_source(text: str, assignment: str = "01_strides") -> None:
+    from autograder.source import shows_hidden_source
+
+    assert shows_hidden_source(text, hidden_text(assignment)) is None
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    return make_course(tmp_path_factory.mktemp("service") / "course",
+                       students=("alice", "bob", *FAULT_STUDENTS))
+
+
+@pytest.fixture(scope="module")
+def service(course):
+    running = Service(course).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def tokens(service) -> dict[str, str]:
+    return {**service.tokens("alice", "bob"), **service.tokens("prof", instructor=True)}
+
+
+@pytest.fixture(scope="module")
+def graded(service, tokens, course):
+    """alice submits the reference, bob a wrong answer; both graded."""
+    ids = {}
+    for student, content in (("alice", right_notebook(course)), ("bob", wrong_notebook(course))):
+        with client(service, tokens[student]) as http:
+            reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                              content=content)
+            assert reply.status_code == 202, reply.text
+            ids[student] = reply.json()["id"]
+    statuses = {}
+    for student, job_id in ids.items():
+        with client(service, tokens[student]) as http:
+            statuses[student] = wait_graded(http, job_id)
+    return ids, statuses
+
+
+def test_right_and_wrong_notebooks_get_their_feedback(graded):
+    _, statuses = graded
+    right, wrong = statuses["alice"], statuses["bob"]
+    assert right["state"] == wrong["state"] == "done"
+    assert right["score"] == right["max_score"] == 10
+    assert all(t["passed"] and t["message"] is None for t in right["tests"])
+    assert 0 < wrong["score"] < wrong["max_score"]
+    failing = [t for t in wrong["tests"] if not t["passed"]]
+    assert failing and all(t["message"] for t in failing)
+    assert {t["name"] for t in right["tests"]} == {t["name"] for t in wrong["tests"]}
+    assert all(t["hidden"] for t in right["tests"])  # every test of 01 has a hidden region
+    for status in statuses.values():
+        assert_no_hidden_source(json.dumps(status))
+
+
+def test_a_student_cannot_read_another_students_submission(service, tokens, graded):
+    ids, _ = graded
+    with client(service, tokens["bob"]) as bob:
+        api = bob.get(f"api/submissions/{ids['alice']}")
+        assert api.status_code == 404 and "no submission" in api.json()["error"]
+        assert [s["id"] for s in bob.get("api/submissions").json()["submissions"]] == [ids["bob"]]
+        assert bob.get("api/submissions", params={"student": "alice"}).json()["submissions"][0][
+            "student"] == "bob"  # ?student= is for instructors only
+        assert bob.get("api/queue").status_code == 403
+    page = httpx.get(service.url + f"submissions/{ids['alice']}",
+                     cookies=_login(service, tokens["bob"]))
+    assert page.status_code == 404 and "There is no submission" in page.text
+    assert httpx.get(service.url + f"api/submissions/{ids['alice']}").status_code == 401
+
+
+def test_pages_show_no_hidden_source_and_the_instructor_sees_everyone(service, tokens, graded):
+    ids, _ = graded
+    for student in ("alice", "bob"):
+        cookies = _login(service, tokens[student])
+        for path in ("", f"submissions/{ids[student]}", f"api/submissions/{ids[student]}"):
+            reply = httpx.get(service.url + path, cookies=cookies)
+            assert reply.status_code == 200
+            assert_no_hidden_source(reply.text)
+        index = httpx.get(service.url, cookies=cookies).text
+        assert "01_strides" in index and "Your submissions" in index
+    with client(service, tokens["prof"]) as prof:
+        queue = prof.get("api/queue").json()
+        assert queue["assignments"]["01_strides"]["students"] >= 2
+        rows = prof.get("instructor/scores.csv").text.strip().splitlines()
+        assert rows[0].startswith("id,student,assignment") and len(rows) >= 3
+        assert prof.get("api/submissions", params={"student": "alice"}).json()[
+            "submissions"][0]["student"] == "alice"
+
+
+def test_forms_need_the_xsrf_token(service, tokens, course):
+    cookies = _login(service, tokens["alice"])
+    files = {"notebook": ("01_strides.ipynb", right_notebook(course))}
+    assert httpx.post(service.url, cookies=cookies, files=files).status_code == 403
+    with client(service, tokens["alice"]) as http:  # a header token is not ambient: no XSRF
+        assert http.get("api/assignments").status_code == 200
+
+
+def test_bad_input_over_http_is_a_json_error_and_writes_nothing(service, tokens, course, graded):
+    with client(service, tokens["alice"]) as http:
+        before = len(http.get("api/submissions").json()["submissions"])
+        landed = (course / "submitted" / "alice" / "01_strides" / "01_strides.ipynb").read_bytes()
+        reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                          content=b'{"cells": 3')
+        assert reply.status_code == 400
+        assert reply.json()["error"].startswith("01_strides.ipynb: not a Jupyter notebook")
+        reply = http.post("api/submissions", content=b"{}")
+        assert reply.status_code == 400 and "?filename=NN_name.ipynb" in reply.json()["error"]
+        assert len(http.get("api/submissions").json()["submissions"]) == before
+        assert (course / "submitted" / "alice" / "01_strides" / "01_strides.ipynb"
+                ).read_bytes() == landed
+        policy = http.get("api/assignments/01_strides/policy").json()
+        assert (policy["max_submissions"], policy["counts"]) == (5, "latest")
+        assert http.get("api/assignments/99_none/policy").status_code == 404
+
+
+def test_autograder_submit_from_a_terminal(service, tokens, course, tmp_path):
+    (tmp_path / "01_strides.ipynb").write_bytes(wrong_notebook(course))
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "01_strides.ipynb",
+                           "--url", service.url], cwd=tmp_path, capture_output=True, text=True,
+                          env={**nbgrader_environment(), "AUTOGRADER_TOKEN": tokens["bob"]},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "submitted 01_strides.ipynb as #" in done.stdout and "FAILED" in done.stdout
+    refused = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "notes.txt",
+                              "--url", service.url], cwd=tmp_path, capture_output=True, text=True,
+                             env={**nbgrader_environment(), "AUTOGRADER_TOKEN": tokens["bob"]})
+    assert refused.returncode == 1 and "notes.txt: no such file" in refused.stderr
+
+
+def test_the_service_score_is_the_instructors_autograde_score(course, graded):
+    _, statuses = graded
+    with load_course(course).gradebook() as gb:  # the service never writes the gradebook
+        assert [s.student.id for a in gb.assignments for s in a.submissions] == []
+    subprocess.run([sys.executable, "-m", "autograder.cli", "--course-root", str(course), "grade",
+                    "01_strides", "--student", "alice", "--student", "bob", "--no-progress"],
+                   check=True, env={**nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"},
+                   capture_output=True)
+    with load_course(course).gradebook() as gb:
+        for student in ("alice", "bob"):
+            submission = gb.find_submission("01_strides", student)
+            assert submission.score == statuses[student]["score"]
+            cells = {g.name: g.score for nb in submission.notebooks for g in nb.grades}
+            assert cells == {t["name"]: t["points"] for t in statuses[student]["tests"]}
+
+
+def test_student_code_runs_only_under_the_worker_never_in_the_web_process(service, tokens, course):
+    """Every sandbox (bwrap) is a descendant of the worker; the web process's only child is it."""
+    import psutil
+
+    web = psutil.Process(service.process.pid)
+    children = web.children()
+    assert [" ".join(c.cmdline()[1:3]) for c in children] == ["-m autograder.service.worker"]
+    with client(service, tokens["alice"]) as http:  # a submission in flight while we look
+        job = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                        content=right_notebook(course)).json()["id"]
+        sandboxes = []
+        deadline = time.monotonic() + 60
+        while not sandboxes and time.monotonic() < deadline:
+            sandboxes = [p for p in children[0].children(recursive=True) if p.name() == "bwrap"]
+            time.sleep(0.05)
+        wait_graded(http, job)
+    assert sandboxes
+    under_web = {p.pid for p in web.children(recursive=True)} - \
+        {p.pid for p in children[0].children(recursive=True)} - {children[0].pid}
+    assert under_web == set()
+
+
+def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp_path):
+    state = tmp_path / "state"  # its own: the module's service runs on the same course
+    service = Service(course, workers=1, state=state, log=tmp_path / "serve.log").start()
+    tokens = service.tokens(*FAULT_STUDENTS)
+    content = right_notebook(course)
+    ids = []
+    try:
+        for student in FAULT_STUDENTS:
+            with client(service, tokens[student]) as http:
+                ids.append(http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                                     content=content).json()["id"])
+        store = Store(default_url(state))
+        deadline = time.monotonic() + 120
+        while store.counts()["done"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        counts = store.counts()
+        assert counts["done"] >= 1 and counts["queued"] >= 2, counts
+        assert _pids_of("autograder.service.worker", course, state)
+        service.kill()  # the serve process only: the worker must follow it by itself
+        deadline = time.monotonic() + 20
+        while _pids_of("autograder.service.worker", course, state) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _pids_of("autograder.service.worker", course, state)
+        service = Service(course, workers=1, port=service.port, state=state,
+                          log=tmp_path / "serve.log").start()
+        done = store.counts()["done"]
+        deadline = time.monotonic() + 120
+        while store.counts()["done"] == done and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert store.counts()["queued"] >= 1
+        worker = _pids_of("autograder.service.worker", course, state)
+        os.kill(worker[0], signal.SIGKILL)  # a worker that dies: the service starts another
+        deadline = time.monotonic() + 240
+        while store.counts()["done"] < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        rows = [store.get(i) for i in ids]
+        assert [(r.state, r.graded_count, r.score) for r in rows] == [("done", 1, 10.0)] * len(ids)
+        log = (tmp_path / "serve.log").read_text()
+        assert "back in the queue" in log  # the worker that followed the killed service
+        assert "worker exited with status -9" in log and "queued again" in log  # the killed one
+    finally:
+        service.stop()
+
+
+def _pids_of(module: str, course: Path, state: Path | None = None) -> list[int]:
+    where = f"{module} --course-root {re.escape(str(course))} --state {re.escape(str(state))}" \
+        if state else f"{module} --course-root {re.escape(str(course))}"
+    out = subprocess.run(["pgrep", "-f", where],
+                         capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _login(service: Service, token: str) -> httpx.Cookies:
+    """The browser's way in: the login form, with its XSRF token."""
+    with httpx.Client(base_url=service.url) as http:
+        form = http.get("login")
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', form.text)[1]
+        reply = http.post("login", data={"token": token, "_xsrf": xsrf})
+        assert reply.status_code == 303, reply.text
+        return http.cookies

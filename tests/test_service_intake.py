@@ -1,0 +1,221 @@
+"""The service's intake and queue, in-process, with a frozen clock: what is accepted, what each bad
+input is told, that a refusal writes nothing (no queue row, no ``submitted/`` folder), rate limits and
+due dates, the fair claim order, exactly-once results, recovery after a dead worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from nbgrader.utils import parse_utc
+from service_course import make_course, right_notebook, wrong_notebook
+
+from autograder.course import load_course
+from autograder.errors import CourseError
+from autograder.service.intake import Refused, accept
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store
+
+T0 = datetime(2026, 11, 2, 12, 0, 0)  # the frozen "now" (naive UTC)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    return make_course(tmp_path_factory.mktemp("service-intake") / "course",
+                       students=("alice", "bob", "carol", "dave"))
+
+
+@pytest.fixture(scope="module")
+def notebooks(course) -> dict[str, bytes]:
+    return {"right": right_notebook(course), "wrong": wrong_notebook(course),
+            "einops": right_notebook(course, "02_einops")}
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'service.db'}")
+
+
+def settings_with(course: Path, **policy) -> ServiceSettings:
+    settings = ServiceSettings.of(load_course(course))
+    return dataclasses.replace(settings, policies={"default": policy}, _cache=None)
+
+
+def nothing_written(course: Path, store: Store, student: str) -> bool:
+    return not store.history() and not (course / "submitted" / student).exists()
+
+
+def test_a_right_notebook_is_queued_and_lands_in_submitted_with_nbgrader_timestamp(course, store,
+                                                                                 notebooks):
+    settings = settings_with(course)
+    accepted = accept(settings, store, student="carol", filename="01_strides.ipynb",
+                      content=notebooks["right"], now=T0)
+    row = store.get(accepted.id)
+    assert (row.state, row.student, row.assignment, row.late) == ("queued", "carol", "01_strides",
+                                                                   False)
+    folder = course / "submitted" / "carol" / "01_strides"
+    assert (folder / "01_strides.ipynb").read_bytes() == notebooks["right"]
+    assert parse_utc((folder / "timestamp.txt").read_text()).replace(tzinfo=None) == T0
+    assert sorted(p.name for p in folder.iterdir()) == ["01_strides.ipynb", "timestamp.txt"]
+    assert row.landed
+
+
+BAD_INPUTS = [
+    # (id, student, filename, content key or bytes, assignment asked, status, words of the message)
+    ("not-a-notebook", "alice", "answers.txt", b"42", None, 400, "is not a notebook"),
+    ("invalid-json", "alice", "01_strides.ipynb", b"{ not json", None, 400,
+     "not a Jupyter notebook"),
+    ("unknown-notebook", "alice", "99_other.ipynb", "right", None, 400,
+     "not a notebook of this course"),
+    ("another-assignment-asked", "alice", "02_einops.ipynb", "einops", "01_strides", 400,
+     "is a notebook of 02_einops, not of 01_strides"),
+    ("renamed-other-notebook", "alice", "01_strides.ipynb", "einops", None, 400,
+     "not a notebook of 01_strides: its cells are those of 02_einops"),
+    ("not-in-course", "mallory", "01_strides.ipynb", "right", None, 403,
+     "is not a student of this course"),
+    ("path-like-student", "../alice", "01_strides.ipynb", "right", None, 403,
+     "is not a student of this course"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_each_bad_input_is_refused_with_its_reason_and_writes_nothing(course, store, notebooks, case):
+    _, student, filename, content, asked, status, words = case
+    content = notebooks[content] if isinstance(content, str) else content
+    with pytest.raises(Refused) as refused:
+        accept(settings_with(course), store, student=student, filename=filename, content=content,
+               now=T0, assignment=asked)
+    assert refused.value.status == status
+    assert words in refused.value.message
+    assert nothing_written(course, store, student)
+
+
+def test_over_the_size_cap_is_refused_with_the_limit(course, store, notebooks):
+    settings = dataclasses.replace(settings_with(course), max_upload_bytes=1000)
+    with pytest.raises(Refused) as refused:
+        accept(settings, store, student="alice", filename="01_strides.ipynb",
+               content=notebooks["right"], now=T0)
+    assert refused.value.status == 413
+    assert "over the" in refused.value.message and "MiB limit" in refused.value.message
+    assert nothing_written(course, store, "alice")
+
+
+def test_before_open_and_after_due_are_refused_late_accepted_when_allowed(course, store, notebooks):
+    opens, due = "2026-11-03 09:00 UTC", "2026-11-10T23:59:00+00:00"
+    early = settings_with(course, opens=opens, due=due)
+    with pytest.raises(Refused, match="opens at 2026-11-03 09:00 UTC") as refused:
+        accept(early, store, student="alice", filename="01_strides.ipynb",
+               content=notebooks["right"], now=T0)
+    assert refused.value.status == 403 and nothing_written(course, store, "alice")
+    with pytest.raises(Refused, match="was due at 2026-11-10 23:59 UTC and late submissions "
+                                      "are not accepted"):
+        accept(early, store, student="alice", filename="01_strides.ipynb",
+               content=notebooks["right"], now=T0 + timedelta(days=9))
+    assert nothing_written(course, store, "alice")
+    on_time = accept(early, store, student="alice", filename="01_strides.ipynb",
+                     content=notebooks["right"], now=datetime(2026, 11, 10, 23, 58))
+    late = accept(settings_with(course, due=due, late=True), store, student="alice",
+                  filename="01_strides.ipynb", content=notebooks["right"],
+                  now=datetime(2026, 11, 11, 0, 1))
+    assert (on_time.late, late.late) == (False, True)
+    assert store.get(late.id).late
+
+
+def test_rate_limit_is_a_sliding_window_and_says_when_the_next_is_possible(course, store,
+                                                                           notebooks):
+    settings = settings_with(course, max_submissions=2, window_hours=1)
+    submit = dict(student="bob", filename="01_strides.ipynb", content=notebooks["wrong"])
+    accept(settings, store, now=T0, **submit)
+    accept(settings, store, now=T0 + timedelta(minutes=10), **submit)
+    with pytest.raises(Refused) as refused:
+        accept(settings, store, now=T0 + timedelta(minutes=20), **submit)
+    assert refused.value.status == 429
+    assert "2 submissions of 01_strides in 1 h already; the next is possible at " \
+           "2026-11-02 13:00 UTC" in refused.value.message
+    assert refused.value.retry_after == T0 + timedelta(hours=1)
+    assert len(store.history("bob")) == 2
+    accept(settings, store, now=T0 + timedelta(minutes=61), **submit)  # the first left the window
+    assert len(store.history("bob")) == 3
+
+
+def test_when_the_best_counts_nothing_lands_before_grading(course, store, notebooks):
+    accepted = accept(settings_with(course, counts="best"), store, student="dave",
+                      filename="01_strides.ipynb", content=notebooks["right"], now=T0)
+    assert not store.get(accepted.id).landed
+    assert not (course / "submitted" / "dave").exists()
+
+
+@pytest.mark.parametrize("policy, words", [
+    ({"max_submision": 3}, "unknown key(s) max_submision"),
+    ({"due": "next friday"}, "'next friday' is not a time"),
+    ({"counts": "first"}, "expected one of latest, best, not 'first'"),
+    ({"feedback_before_due": "everything"}, "expected one of tests, score, none"),
+    ({"max_submissions": -1}, "expected a number >= 0"),
+])
+def test_a_wrong_policy_is_an_error_naming_the_setting(course, policy, words):
+    with pytest.raises(CourseError, match="c.AutograderService.policy") as error:
+        settings_with(course, **policy).policy("01_strides")
+    assert words in str(error.value)
+
+
+def test_claims_are_fair_one_per_student_first_submissions_first(store):
+    for minute, student in enumerate(["alice", "alice", "alice", "bob"]):
+        store.add(student=student, assignment="01_strides", notebook="01_strides.ipynb",
+                  content=b"{}", received_at=T0 + timedelta(minutes=minute), late=False)
+    first = store.claim("w", 1)
+    second = store.claim("w", 1)
+    assert [j.student for j in first + second] == ["alice", "bob"]
+    assert store.claim("w", 5) == []  # alice and bob each have one running
+    store.finish(first[0].id, "w", score=1, max_score=1, feedback={"tests": [], "notices": []})
+    assert [j.id for j in store.claim("w", 5)] == [2]
+
+
+def test_a_result_is_recorded_once_and_a_dead_workers_submissions_are_queued_again(store):
+    for student in ("alice", "bob"):
+        store.add(student=student, assignment="01_strides", notebook="01_strides.ipynb",
+                  content=b"{}", received_at=T0, late=False)
+    a, b = store.claim("dead", 2)
+    assert store.finish(a.id, "dead", score=1, max_score=1, feedback={})
+    assert not store.finish(a.id, "dead", score=0, max_score=1, feedback={})  # once
+    assert store.recover("next") == (1, 0)
+    assert store.get(b.id).state == "queued"
+    again = store.claim("next", 2)
+    assert [j.id for j in again] == [b.id]
+    assert not store.finish(b.id, "dead", score=0, max_score=1, feedback={})  # not its owner
+    assert store.recover("third") == (0, 1)  # died twice on it: failed, with the reason
+    failed = store.get(b.id)
+    assert failed.state == "failed" and "stopped 2 times" in failed.reason
+    assert store.get(a.id).graded_count == 1
+
+
+def test_tokens_are_stored_as_digests_and_can_be_revoked(store):
+    token = store.issue_token("alice")
+    from autograder.service.store import TokenRow, digest
+
+    with store.session() as s:
+        stored = [row.digest for row in s.query(TokenRow)]
+    assert stored == [digest(token)] and token not in stored
+    assert store.token_user_by_digest(digest(token)) == ("alice", False)
+    assert store.revoke_tokens("alice") == 1
+    assert store.token_user_by_digest(digest(token)) is None
+
+
+def test_feedback_shown_follows_the_policy_before_and_after_the_due_date(course, store):
+    from autograder.service.web import submission_view
+
+    job = store.add(student="alice", assignment="01_strides", notebook="01_strides.ipynb",
+                    content=b"{}", received_at=T0, late=False)
+    [claimed] = store.claim("w", 1)
+    tests = [{"name": "test_flat_index", "passed": False, "message": "AssertionError: got 0"}]
+    store.finish(claimed.id, "w", score=9, max_score=10, feedback={"tests": tests, "notices": []})
+    settings = settings_with(course, due="2026-11-05 00:00", feedback_before_due="score",
+                             feedback_after_due="tests")
+    before = submission_view(store.get(job), settings, store, T0)
+    after = submission_view(store.get(job), settings, store, T0 + timedelta(days=5))
+    assert (before["score"], "tests" in before) == (9, False)
+    assert after["tests"] == tests and after["score"] == 9
+    hidden = submission_view(store.get(job), settings_with(course, feedback_before_due="none"),
+                             store, T0)
+    assert "score" not in hidden and "tests" not in hidden and hidden["state"] == "done"
