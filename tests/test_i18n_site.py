@@ -160,7 +160,8 @@ def test_untranslated_units_are_marked_and_translated_ones_shown():
     for docname in DOCNAMES:
         text = (ZH_HTML / html_path(docname)).read_text(encoding="utf-8")
         article = text[text.index("<article"):text.index("</article>")]
-        marked = UNTRANSLATED_MARK in article
+        quoted = f"「{UNTRANSLATED_MARK}」"  # the zh-TW introduction names the mark, in quotes
+        marked = UNTRANSLATED_MARK in article.replace(quoted, "")
         assert marked == (f"{docname}.md" in report.untranslated), f"{docname}: mark {marked}"
     intro = (ZH_HTML / "intro.html").read_text(encoding="utf-8")
     assert "講義" in intro and "練習" in intro, "the sidebar's captions are not translated"
