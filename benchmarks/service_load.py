@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,6 +39,7 @@ from pathlib import Path
 
 import httpx
 import nbformat
+import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -97,14 +100,28 @@ def pct(values: list[float], q: float) -> float:
     return ranked[min(len(ranked) - 1, max(0, round(q / 100 * len(ranked) + 0.5) - 1))]
 
 
+def ms(values: list[float], q: float) -> str:
+    return f"{1000 * pct(values, q):5.0f} ms"
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def cpu_snapshot(serve_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the whole machine (busy), this client and the service's web process."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"machine": machine_cpu(), "client": me.ru_utime + me.ru_stime, "web": 0.0}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        times = psutil.Process(serve_pid).cpu_times()
+        out["web"] = times.user + times.system
+    return out
+
+
 async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: float,
-                deadline_s: float) -> tuple[list[float], float, float]:
-    """Submit everything at once, poll each until done; returns the probe's latencies (s) and the
-    probe's window (start, end)."""
+                deadline_s: float) -> tuple[list[tuple[float, float]], float, float]:
+    """Submit everything at once, poll each until done; returns the probe's (when, latency) pairs
+    (monotonic, s) and the probe's window (start, end)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(120.0, pool=None)  # waiting for one of the C connections is not an error
     pending = len(subs)
@@ -147,7 +164,7 @@ async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: f
                 all_done.set()
                 first_accept.set()
 
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     window = [0.0, 0.0]
 
     async def probe() -> None:
@@ -162,7 +179,7 @@ async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: f
                 started = time.perf_counter()
                 reply = await http.get(f"api/submissions/{sub.id}",
                                        headers={"Authorization": f"Bearer {sub.token}"})
-                latencies.append(time.perf_counter() - started)
+                latencies.append((time.monotonic(), time.perf_counter() - started))
                 reply.raise_for_status()
                 await asyncio.sleep(PROBE_PAUSE_S)
         window[1] = time.monotonic()
@@ -178,24 +195,34 @@ def db_rows(state: Path) -> list[SubmissionRow]:
     return Store(default_url(state)).history()
 
 
-def batch_grade(root: Path, subs: list[Submission], workers: int) -> tuple[float, dict[str, float]]:
+def machine_cpu() -> float:
+    fields = [float(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def batch_grade(root: Path, subs: list[Submission], workers: int
+                ) -> tuple[float, dict[str, float], float]:
+    """The same notebooks in ``submitted/`` of a fresh copy, ``autograder grade``: its seconds, each
+    student's score, the machine's busy CPU seconds meanwhile."""
     for sub in subs:
         path = root / "submitted" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(sub.content)
     env = nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"})
+    machine = machine_cpu()
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "autograder.cli", "--course-root", str(root), "grade",
                     *ASSIGNMENTS, "--workers", str(workers), "--allow-cpu", "--no-progress",
                     "--memory-limit", "4", "--notebook-timeout", "600"],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
+    cpu = machine_cpu() - machine
     found = {}
     with load_course(root).gradebook() as gb:
         for assignment in ASSIGNMENTS:
             for submission in gb.find_assignment(assignment).submissions:
                 found[submission.student.id] = float(submission.score)
-    return seconds, found
+    return seconds, found, cpu
 
 
 def main() -> int:
@@ -232,10 +259,13 @@ def main() -> int:
         for sub in subs:
             sub.token = tokens[sub.student]
         load_before = loadavg()
+        cpu_before = cpu_snapshot(service.process.pid)
         started = time.monotonic()
-        latencies, probe_from, probe_to = asyncio.run(burst(
+        probes, probe_from, probe_to = asyncio.run(burst(
             service.url, subs, concurrency=args.concurrency, poll_s=args.poll_interval,
             deadline_s=args.deadline))
+        burst_s = time.monotonic() - started
+        cpu_after = cpu_snapshot(service.process.pid)
         load_burst = loadavg()
         rows = db_rows(service_root / ".service")
     finally:
@@ -246,6 +276,11 @@ def main() -> int:
     done = [s for s in accepted if s.state == "done"]
     first_accept = min((s.accepted_at for s in accepted), default=started)
     last_done = max((s.done_at for s in done), default=first_accept)
+    last_accept = max((s.accepted_at for s in accepted), default=started)
+    latencies = [lat for _, lat in probes]
+    uploading = [lat for when, lat in probes if when <= last_accept]
+    grading = [lat for when, lat in probes if when > last_accept]
+    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_before}
     observed = [s.done_at - s.accepted_at for s in done]
     posts = [s.accepted_at - s.sent_at for s in accepted]
     by_id = {r.id: r for r in rows}
@@ -271,7 +306,7 @@ def main() -> int:
                         f"{len(rows_done)} done, {once} with graded_count == 1")
 
     load_after_service = loadavg()
-    batch_s, batch_scores = batch_grade(batch_root, subs, args.workers)
+    batch_s, batch_scores, batch_cpu = batch_grade(batch_root, subs, args.workers)
     load_end = loadavg()
     differ = [(s.student, s.assignment, s.variant, s.score, by_id[s.id].score if s.id in by_id
                else None, batch_scores.get(s.student)) for s in subs
@@ -283,28 +318,35 @@ def main() -> int:
     per_min_service = 60 * len(done) / service_s if service_s > 0 else float("nan")
     per_min_batch = 60 * len(batch_scores) / batch_s
     probe_s = probe_to - probe_from
-    print(f"\naccepted (202)            : {len(accepted)}/{len(subs)}  (POST p50 {pct(posts, 50):.2f} s, "
-          f"p95 {pct(posts, 95):.2f} s, with {args.concurrency} connections)")
-    print(f"graded, none lost         : {len(done)}/{len(accepted)} seen done by polling; database "
+    print(f"\naccepted (202)            : {len(accepted)}/{len(subs)} in "
+          f"{last_accept - started:.1f} s (POST as the client saw it: p50 {pct(posts, 50):.2f} s, "
+          f"p95 {pct(posts, 95):.2f} s, {args.concurrency} connections)")
+    print(f"graded, none lost         : {len(done)}/{len(accepted)} seen done by polling; database: "
           f"{len(rows)} rows, {len(rows_done)} done, {once} with graded_count == 1")
-    print(f"time to feedback (polled) : p50 {pct(observed, 50):6.1f} s  p95 {pct(observed, 95):6.1f} s"
-          f"  max {max(observed, default=float('nan')):6.1f} s  (accept -> done seen)")
-    print(f"time to feedback (DB)     : p50 {pct(in_db, 50):6.1f} s  p95 {pct(in_db, 95):6.1f} s  "
-          f"(received_at -> finished_at; queued p50 {pct(queued, 50):.1f} s, running p50 "
-          f"{pct(running, 50):.1f} s)")
-    print(f"status request, in burst  : p50 {1000 * pct(latencies, 50):6.0f} ms p95 "
-          f"{1000 * pct(latencies, 95):6.0f} ms max {1000 * max(latencies, default=0):6.0f} ms  "
-          f"({len(latencies)} probes over {probe_s:.0f} s, besides "
-          f"{sum(s.polls for s in subs)} student polls)")
+    print(f"time to feedback, polled  : p50 {pct(observed, 50):6.1f} s  p95 {pct(observed, 95):6.1f} s"
+          f"  max {max(observed, default=float('nan')):6.1f} s  (202 -> done seen)")
+    print(f"time to feedback, DB      : p50 {pct(in_db, 50):6.1f} s  p95 {pct(in_db, 95):6.1f} s  "
+          f"(received_at -> finished_at; of which queued p50 {pct(queued, 50):.1f} s, claimed "
+          f"-> finished p50 {pct(running, 50):.1f} s)")
+    print(f"status request in burst   : p50 {ms(latencies, 50)}  p95 {ms(latencies, 95)}  max "
+          f"{ms(latencies, 100)}  ({len(latencies)} probes over {probe_s:.0f} s; "
+          f"{sum(s.polls for s in subs)} student polls besides)")
+    print(f"  while uploads arrive    : p50 {ms(uploading, 50)}  p95 {ms(uploading, 95)}  "
+          f"({len(uploading)} probes)")
+    print(f"  while grading only      : p50 {ms(grading, 50)}  p95 {ms(grading, 95)}  "
+          f"({len(grading)} probes)")
     print(f"service ({args.workers} workers)       : {service_s:7.1f} s  {per_min_service:6.1f} "
-          f"notebooks/minute (first accept -> last done; DB {db_span:.1f} s)")
+          f"notebooks/minute (first 202 -> last done; DB {db_span:.1f} s)")
     print(f"batch autograder grade    : {batch_s:7.1f} s  {per_min_batch:6.1f} notebooks/minute "
-          f"({args.workers} workers, fresh copy of the course, whole command)")
+          f"({args.workers} workers, fresh copy of the course, the whole command)")
     print(f"ratio service / batch     : {per_min_service / per_min_batch:.2f}")
     print(f"same scores as batch      : {'yes' if not differ else 'NO'} ({len(subs)} students; "
-          f"service mean {statistics.fmean([s.score or 0 for s in done] or [0]):.2f})")
+          f"mean {statistics.fmean([s.score or 0 for s in done] or [0]):.2f})")
+    print(f"{f'CPU busy (of {os.cpu_count()} cores)':<26}: service phase {cpu['machine'] / burst_s:.2f} "
+          f"(this client {cpu['client'] / burst_s:.2f}, web process {cpu['web'] / burst_s:.2f}); "
+          f"batch phase {batch_cpu / batch_s:.2f} (the machine is shared: other users included)")
     print(f"load average (1/5/15 min) : start {load_start}; burst start {load_before}, end "
-          f"{load_burst}; after service {load_after_service}; after batch {load_end}")
+          f"{load_burst}; batch start {load_after_service}, end {load_end}")
     errors = [line for line in log_text.splitlines() if "Traceback" in line or " ERROR" in line
               or "WARNING" in line or "exited with status" in line]
     print(f"service log               : {service.log} ({len(errors)} traceback/error/warning lines)")
