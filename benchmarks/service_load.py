@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,19 @@ class Submission:
     state: str = ""
     score: float | None = None
     polls: int = 0
+
+
+def renice_worker(serve_pid: int, niceness: int, stop: threading.Event) -> None:
+    """``--worker-nice``: keep the worker and everything it starts (sandboxes) at ``niceness``."""
+    while not stop.is_set():
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(serve_pid).children():
+                if "autograder.service.worker" in " ".join(child.cmdline()):
+                    for proc in (child, *child.children(recursive=True)):
+                        with contextlib.suppress(psutil.Error):
+                            if proc.nice() < niceness:
+                                proc.nice(niceness)
+        stop.wait(0.5)
 
 
 def build_class(course: Path, students: int) -> list[Submission]:
@@ -200,7 +214,7 @@ def machine_cpu() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def batch_grade(root: Path, subs: list[Submission], workers: int
+def batch_grade(root: Path, subs: list[Submission], workers: int, *, niceness: int | None = None
                 ) -> tuple[float, dict[str, float], float]:
     """The same notebooks in ``submitted/`` of a fresh copy, ``autograder grade``: its seconds, each
     student's score, the machine's busy CPU seconds meanwhile."""
@@ -214,7 +228,8 @@ def batch_grade(root: Path, subs: list[Submission], workers: int
     subprocess.run([sys.executable, "-m", "autograder.cli", "--course-root", str(root), "grade",
                     *ASSIGNMENTS, "--workers", str(workers), "--allow-cpu", "--no-progress",
                     "--memory-limit", "4", "--notebook-timeout", "600"],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
+                   check=True, env=env, stdout=subprocess.DEVNULL,
+                   preexec_fn=None if niceness is None else lambda: os.nice(niceness - os.nice(0)))
     seconds = time.perf_counter() - started
     cpu = machine_cpu() - machine
     found = {}
@@ -234,6 +249,9 @@ def main() -> int:
                         help="each student's status polling (the page polls every second)")
     parser.add_argument("--deadline", type=float, default=3600.0, metavar="S",
                         help="give up on submissions not graded by then")
+    parser.add_argument("--worker-nice", type=int, default=None, metavar="N",
+                        help="experiment: run the service's worker and its sandboxes at niceness N "
+                             "(the web process keeps this script's)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the courses in this directory")
     args = parser.parse_args()
 
@@ -251,9 +269,14 @@ def main() -> int:
     print(f"{args.students} students, one notebook each ({', '.join(ASSIGNMENTS)} alternating; "
           f"{wrong} catalogue wrong answers); {os.cpu_count()} CPUs, {args.workers} workers, "
           f"{args.concurrency} connections, polling every {args.poll_interval:g} s; "
+          f"niceness {os.nice(0)}{'' if args.worker_nice is None else f', worker and batch {args.worker_nice}'}; "
           f"courses in {base}")
 
     service = Service(service_root, workers=args.workers).start(timeout=120)
+    stop_renice = threading.Event()
+    if args.worker_nice is not None:
+        threading.Thread(target=renice_worker, args=(service.process.pid, args.worker_nice,
+                                                     stop_renice), daemon=True).start()
     try:
         tokens = service.tokens(*students)
         for sub in subs:
@@ -269,6 +292,7 @@ def main() -> int:
         load_burst = loadavg()
         rows = db_rows(service_root / ".service")
     finally:
+        stop_renice.set()
         service.stop()
     log_text = service.log.read_text(errors="replace") if service.log else ""
 
@@ -306,7 +330,8 @@ def main() -> int:
                         f"{len(rows_done)} done, {once} with graded_count == 1")
 
     load_after_service = loadavg()
-    batch_s, batch_scores, batch_cpu = batch_grade(batch_root, subs, args.workers)
+    batch_s, batch_scores, batch_cpu = batch_grade(batch_root, subs, args.workers,
+                                                   niceness=args.worker_nice)
     load_end = loadavg()
     differ = [(s.student, s.assignment, s.variant, s.score, by_id[s.id].score if s.id in by_id
                else None, batch_scores.get(s.student)) for s in subs
