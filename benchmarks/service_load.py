@@ -1,7 +1,7 @@
 """Load on `autograder serve`: a burst of students submitting at once, against batch `autograder grade`.
 
     python benchmarks/service_load.py [--students N] [--workers W] [--concurrency C]
-                                      [--poll-interval S] [--keep DIR]
+                                      [--poll-interval S] [--worker-nice N] [--keep DIR]
 
 Builds a temporary course (``tests/service_course.make_course``: 01_strides and 02_einops released, N
 students s000... on the roster), starts ``autograder serve`` on it standalone (``Service``, course
@@ -17,7 +17,9 @@ student's score is the one the service gave (exit status 1 if not, or if anythin
 
 Prints time-to-feedback p50/p95 (accept to done as the polling client saw it, and received_at to
 finished_at in the database), the status request's latency during the burst, the throughput of both
-and their ratio, and the load average (the machine may be shared).
+and their ratio, the CPU the client and the web process took, and the load average (the machine may
+be shared). ``--worker-nice N`` is an experiment: the service's worker with its sandboxes, and the batch
+run, at niceness N, the web process at this script's.
 """
 
 from __future__ import annotations
