@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 JB_FLAGS := -W --keep-going
 PORT ?= 8000
 
-.PHONY: site test env system-deps lab serve release demo gpu-check bench lint clean
+.PHONY: site test env system-deps lab serve release demo gpu-check bench bench-service lint clean
 
 env: $(STAMP)
 
@@ -87,6 +87,11 @@ gpu-measure: $(STAMP)
 ## Autograder throughput against plain nbgrader.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/autograde_throughput.py --students 8
+
+## Load on `autograder serve`: 300 students submit at once; time to feedback, status latency, and
+## throughput against batch `autograder grade` on the same notebooks (several minutes).
+bench-service: $(STAMP)
+	$(BIN)/python benchmarks/service_load.py --students 300
 
 ## Write the student edition (pages, releases; no solutions, hidden checks or tests), leak-checked.
 .PHONY: publish

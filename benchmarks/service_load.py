@@ -1,0 +1,390 @@
+"""Load on `autograder serve`: a burst of students submitting at once, against batch `autograder grade`.
+
+    python benchmarks/service_load.py [--students N] [--workers W] [--concurrency C]
+                                      [--poll-interval S] [--worker-nice N] [--keep DIR]
+
+Builds a temporary course (``tests/service_course.make_course``: 01_strides and 02_einops released, N
+students s000... on the roster), starts ``autograder serve`` on it standalone (``Service``, course
+tokens, W workers), and lets every student submit one notebook in the same instant from a bounded
+asyncio client (httpx, C connections): students alternate between the two assignments, four in five
+submit the reference solution and every fifth one of the catalogue's wrong answers (in turn). Each
+student then polls its submission as the page does (every S seconds) until it is done, while a probe on
+its own connection asks for a status (``GET api/submissions/<id>``) back to back, 10 times a second,
+for the whole burst. Checks that all N were accepted (202) and graded exactly once (the service's
+database: N rows, each ``done`` with ``graded_count == 1``). Then grades the same N notebooks with
+batch ``autograder grade`` (same worker count) in a fresh copy of the course, and checks that every
+student's score is the one the service gave (exit status 1 if not, or if anything was lost).
+
+Prints time-to-feedback p50/p95 (accept to done as the polling client saw it, and received_at to
+finished_at in the database), the status request's latency during the burst, the throughput of both
+and their ratio, the CPU the client and the web process took, and the load average (the machine may
+be shared). ``--worker-nice N`` is an experiment: the service's worker with its sandboxes, and the batch
+run, at niceness N, the web process at this script's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import nbformat
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from service_course import ASSIGNMENTS, Service, make_course  # noqa: E402
+
+from autograder import samples  # noqa: E402
+from autograder.course import load_course  # noqa: E402
+from autograder.release import nbgrader_environment  # noqa: E402
+from autograder.service.store import Store, SubmissionRow, default_url  # noqa: E402
+
+WRONG_EVERY = 5  # every fifth student submits a catalogue wrong answer
+PROBE_PAUSE_S = 0.1
+
+
+@dataclass
+class Submission:
+    student: str
+    assignment: str
+    variant: str  # "reference" or the catalogue's wrong-answer name
+    content: bytes
+    token: str = ""
+    status: int | None = None  # the POST's HTTP status
+    refusal: str = ""
+    id: int | None = None
+    sent_at: float = 0.0
+    accepted_at: float = 0.0
+    done_at: float = 0.0
+    state: str = ""
+    score: float | None = None
+    polls: int = 0
+
+
+def renice_worker(serve_pid: int, niceness: int, stop: threading.Event) -> None:
+    """``--worker-nice``: keep the worker and everything it starts (sandboxes) at ``niceness``."""
+    while not stop.is_set():
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(serve_pid).children():
+                if "autograder.service.worker" in " ".join(child.cmdline()):
+                    for proc in (child, *child.children(recursive=True)):
+                        with contextlib.suppress(psutil.Error):
+                            if proc.nice() < niceness:
+                                proc.nice(niceness)
+        stop.wait(0.5)
+
+
+def build_class(course: Path, students: int) -> list[Submission]:
+    """One notebook per student: the reference, or (every WRONG_EVERY-th) a catalogue wrong answer."""
+    reference = {a: nbformat.writes(samples.reference_notebook(a, course_root=course)).encode()
+                 for a in ASSIGNMENTS}
+    wrong = {a: itertools.cycle(samples.load_catalogue(a, course_root=REPO)[0]) for a in ASSIGNMENTS}
+    out = []
+    for index in range(students):
+        assignment = ASSIGNMENTS[index % len(ASSIGNMENTS)]
+        if index % WRONG_EVERY == WRONG_EVERY - 1:
+            entry = next(wrong[assignment])
+            nb = samples.student_notebook(assignment, entry["replace"], course_root=course)
+            out.append(Submission(f"s{index:03d}", assignment, entry["name"],
+                                  nbformat.writes(nb).encode()))
+        else:
+            out.append(Submission(f"s{index:03d}", assignment, "reference", reference[assignment]))
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank), nan for no values."""
+    if not values:
+        return float("nan")
+    ranked = sorted(values)
+    return ranked[min(len(ranked) - 1, max(0, round(q / 100 * len(ranked) + 0.5) - 1))]
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{1000 * pct(values, q):5.0f} ms"
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def cpu_snapshot(serve_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the whole machine (busy), this client and the service's web process."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"machine": machine_cpu(), "client": me.ru_utime + me.ru_stime, "web": 0.0}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        times = psutil.Process(serve_pid).cpu_times()
+        out["web"] = times.user + times.system
+    return out
+
+
+async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: float,
+                deadline_s: float) -> tuple[list[tuple[float, float]], float, float]:
+    """Submit everything at once, poll each until done; returns the probe's (when, latency) pairs
+    (monotonic, s) and the probe's window (start, end)."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    timeout = httpx.Timeout(120.0, pool=None)  # waiting for one of the C connections is not an error
+    pending = len(subs)
+    all_done = asyncio.Event()
+    accepted: list[Submission] = []
+    first_accept = asyncio.Event()
+    give_up = time.monotonic() + deadline_s
+
+    async def student(http: httpx.AsyncClient, sub: Submission) -> None:
+        nonlocal pending
+        auth = {"Authorization": f"Bearer {sub.token}"}
+        try:
+            sub.sent_at = time.monotonic()
+            reply = await http.post("api/submissions", params={"filename": f"{sub.assignment}.ipynb"},
+                                    content=sub.content, headers=auth)
+            sub.accepted_at = time.monotonic()
+            sub.status = reply.status_code
+            if reply.status_code != 202:
+                sub.refusal = reply.text[:300]
+                return
+            sub.id = reply.json()["id"]
+            accepted.append(sub)
+            first_accept.set()
+            while time.monotonic() < give_up:
+                await asyncio.sleep(poll_s)
+                reply = await http.get(f"api/submissions/{sub.id}", headers=auth)
+                sub.polls += 1
+                if reply.status_code != 200:
+                    continue
+                view = reply.json()
+                if view["state"] in ("done", "failed"):
+                    sub.done_at, sub.state, sub.score = time.monotonic(), view["state"], \
+                        view.get("score")
+                    return
+        except httpx.HTTPError as error:
+            sub.refusal = sub.refusal or f"{type(error).__name__}: {error}"
+        finally:
+            pending -= 1
+            if pending == 0:
+                all_done.set()
+                first_accept.set()
+
+    latencies: list[tuple[float, float]] = []
+    window = [0.0, 0.0]
+
+    async def probe() -> None:
+        """One connection of its own (no wait for the students' pool): status, back to back."""
+        await first_accept.wait()
+        window[0] = time.monotonic()
+        async with httpx.AsyncClient(base_url=url, timeout=timeout) as http:
+            for number in itertools.count():
+                if all_done.is_set():
+                    break
+                sub = accepted[number % len(accepted)]
+                started = time.perf_counter()
+                reply = await http.get(f"api/submissions/{sub.id}",
+                                       headers={"Authorization": f"Bearer {sub.token}"})
+                latencies.append((time.monotonic(), time.perf_counter() - started))
+                reply.raise_for_status()
+                await asyncio.sleep(PROBE_PAUSE_S)
+        window[1] = time.monotonic()
+
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
+        probing = asyncio.create_task(probe())
+        await asyncio.gather(*(student(http, sub) for sub in subs))
+        await probing
+    return latencies, window[0], window[1]
+
+
+def db_rows(state: Path) -> list[SubmissionRow]:
+    return Store(default_url(state)).history()
+
+
+def machine_cpu() -> float:
+    fields = [float(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def batch_grade(root: Path, subs: list[Submission], workers: int, *, niceness: int | None = None
+                ) -> tuple[float, dict[str, float], float]:
+    """The same notebooks in ``submitted/`` of a fresh copy, ``autograder grade``: its seconds, each
+    student's score, the machine's busy CPU seconds meanwhile."""
+    for sub in subs:
+        path = root / "submitted" / sub.student / sub.assignment / f"{sub.assignment}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(sub.content)
+    env = nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"})
+    machine = machine_cpu()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "autograder.cli", "--course-root", str(root), "grade",
+                    *ASSIGNMENTS, "--workers", str(workers), "--allow-cpu", "--no-progress",
+                    "--memory-limit", "4", "--notebook-timeout", "600"],
+                   check=True, env=env, stdout=subprocess.DEVNULL,
+                   preexec_fn=None if niceness is None else lambda: os.nice(niceness - os.nice(0)))
+    seconds = time.perf_counter() - started
+    cpu = machine_cpu() - machine
+    found = {}
+    with load_course(root).gradebook() as gb:
+        for assignment in ASSIGNMENTS:
+            for submission in gb.find_assignment(assignment).submissions:
+                found[submission.student.id] = float(submission.score)
+    return seconds, found, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--students", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--concurrency", type=int, default=50, help="client connections")
+    parser.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
+                        help="each student's status polling (the page polls every second)")
+    parser.add_argument("--deadline", type=float, default=3600.0, metavar="S",
+                        help="give up on submissions not graded by then")
+    parser.add_argument("--worker-nice", type=int, default=None, metavar="N",
+                        help="experiment: run the service's worker and its sandboxes at niceness N "
+                             "(the web process keeps this script's)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the courses in this directory")
+    args = parser.parse_args()
+
+    base = Path(args.keep or tempfile.mkdtemp(prefix="service-load-"))
+    service_root, batch_root = base / "service", base / "batch"
+    for root in (service_root, batch_root):
+        if root.exists():
+            shutil.rmtree(root)
+    load_start = loadavg()
+    students = [f"s{i:03d}" for i in range(args.students)]
+    make_course(service_root, students=students)
+    shutil.copytree(service_root, batch_root)  # before the service writes anything into it
+    subs = build_class(service_root, args.students)
+    wrong = sum(s.variant != "reference" for s in subs)
+    print(f"{args.students} students, one notebook each ({', '.join(ASSIGNMENTS)} alternating; "
+          f"{wrong} catalogue wrong answers); {os.cpu_count()} CPUs, {args.workers} workers, "
+          f"{args.concurrency} connections, polling every {args.poll_interval:g} s; "
+          f"niceness {os.nice(0)}{'' if args.worker_nice is None else f', worker and batch {args.worker_nice}'}; "
+          f"courses in {base}")
+
+    service = Service(service_root, workers=args.workers).start(timeout=120)
+    stop_renice = threading.Event()
+    if args.worker_nice is not None:
+        threading.Thread(target=renice_worker, args=(service.process.pid, args.worker_nice,
+                                                     stop_renice), daemon=True).start()
+    try:
+        tokens = service.tokens(*students)
+        for sub in subs:
+            sub.token = tokens[sub.student]
+        load_before = loadavg()
+        cpu_before = cpu_snapshot(service.process.pid)
+        started = time.monotonic()
+        probes, probe_from, probe_to = asyncio.run(burst(
+            service.url, subs, concurrency=args.concurrency, poll_s=args.poll_interval,
+            deadline_s=args.deadline))
+        burst_s = time.monotonic() - started
+        cpu_after = cpu_snapshot(service.process.pid)
+        load_burst = loadavg()
+        rows = db_rows(service_root / ".service")
+    finally:
+        stop_renice.set()
+        service.stop()
+    log_text = service.log.read_text(errors="replace") if service.log else ""
+
+    accepted = [s for s in subs if s.status == 202]
+    done = [s for s in accepted if s.state == "done"]
+    first_accept = min((s.accepted_at for s in accepted), default=started)
+    last_done = max((s.done_at for s in done), default=first_accept)
+    last_accept = max((s.accepted_at for s in accepted), default=started)
+    latencies = [lat for _, lat in probes]
+    uploading = [lat for when, lat in probes if when <= last_accept]
+    grading = [lat for when, lat in probes if when > last_accept]
+    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_before}
+    observed = [s.done_at - s.accepted_at for s in done]
+    posts = [s.accepted_at - s.sent_at for s in accepted]
+    by_id = {r.id: r for r in rows}
+    rows_done = [r for r in rows if r.state == "done" and r.finished_at is not None]
+    in_db = [(r.finished_at - r.received_at).total_seconds() for r in rows_done]
+    queued = [(r.started_at - r.received_at).total_seconds() for r in rows_done if r.started_at]
+    running = [(r.finished_at - r.started_at).total_seconds() for r in rows_done if r.started_at]
+    once = sum(r.graded_count == 1 for r in rows)
+    service_s = last_done - first_accept
+    db_span = (max(r.finished_at for r in rows_done) - min(r.received_at for r in rows_done)
+               ).total_seconds() if rows_done else float("nan")
+    problems = []
+    if len(accepted) != len(subs):
+        problems.append(f"{len(subs) - len(accepted)} not accepted: " + "; ".join(
+            f"{s.student} {s.status} {s.refusal}" for s in subs if s.status != 202)[:1000])
+    if len(done) != len(accepted):
+        problems.append(f"{len(accepted) - len(done)} accepted but not seen done: " + ", ".join(
+            f"{s.student}#{s.id} {s.state or 'pending'} {s.refusal}"
+            for s in accepted if s.state != "done")[:1000])
+    if len(rows) != len(accepted) or once != len(rows) or len(rows_done) != len(rows) or \
+            {s.id for s in accepted} != set(by_id):
+        problems.append(f"database: {len(rows)} rows for {len(accepted)} accepted, "
+                        f"{len(rows_done)} done, {once} with graded_count == 1")
+
+    load_after_service = loadavg()
+    batch_s, batch_scores, batch_cpu = batch_grade(batch_root, subs, args.workers,
+                                                   niceness=args.worker_nice)
+    load_end = loadavg()
+    differ = [(s.student, s.assignment, s.variant, s.score, by_id[s.id].score if s.id in by_id
+               else None, batch_scores.get(s.student)) for s in subs
+              if s.id is None or s.id not in by_id or s.score != by_id[s.id].score
+              or batch_scores.get(s.student) != s.score]
+    if differ:
+        problems.append(f"{len(differ)} students whose scores differ (service API, service DB, batch)")
+
+    per_min_service = 60 * len(done) / service_s if service_s > 0 else float("nan")
+    per_min_batch = 60 * len(batch_scores) / batch_s
+    probe_s = probe_to - probe_from
+    print(f"\naccepted (202)            : {len(accepted)}/{len(subs)} in "
+          f"{last_accept - started:.1f} s (POST as the client saw it: p50 {pct(posts, 50):.2f} s, "
+          f"p95 {pct(posts, 95):.2f} s, {args.concurrency} connections)")
+    print(f"graded, none lost         : {len(done)}/{len(accepted)} seen done by polling; database: "
+          f"{len(rows)} rows, {len(rows_done)} done, {once} with graded_count == 1")
+    print(f"time to feedback, polled  : p50 {pct(observed, 50):6.1f} s  p95 {pct(observed, 95):6.1f} s"
+          f"  max {max(observed, default=float('nan')):6.1f} s  (202 -> done seen)")
+    print(f"time to feedback, DB      : p50 {pct(in_db, 50):6.1f} s  p95 {pct(in_db, 95):6.1f} s  "
+          f"(received_at -> finished_at; of which queued p50 {pct(queued, 50):.1f} s, claimed "
+          f"-> finished p50 {pct(running, 50):.1f} s)")
+    print(f"status request in burst   : p50 {ms(latencies, 50)}  p95 {ms(latencies, 95)}  max "
+          f"{ms(latencies, 100)}  ({len(latencies)} probes over {probe_s:.0f} s; "
+          f"{sum(s.polls for s in subs)} student polls besides)")
+    print(f"  while uploads arrive    : p50 {ms(uploading, 50)}  p95 {ms(uploading, 95)}  "
+          f"({len(uploading)} probes)")
+    print(f"  while grading only      : p50 {ms(grading, 50)}  p95 {ms(grading, 95)}  "
+          f"({len(grading)} probes)")
+    print(f"service ({args.workers} workers)       : {service_s:7.1f} s  {per_min_service:6.1f} "
+          f"notebooks/minute (first 202 -> last done; DB {db_span:.1f} s)")
+    print(f"batch autograder grade    : {batch_s:7.1f} s  {per_min_batch:6.1f} notebooks/minute "
+          f"({args.workers} workers, fresh copy of the course, the whole command)")
+    print(f"ratio service / batch     : {per_min_service / per_min_batch:.2f}")
+    print(f"same scores as batch      : {'yes' if not differ else 'NO'} ({len(subs)} students; "
+          f"mean {statistics.fmean([s.score or 0 for s in done] or [0]):.2f})")
+    print(f"{f'CPU busy (of {os.cpu_count()} cores)':<26}: service phase {cpu['machine'] / burst_s:.2f} "
+          f"(this client {cpu['client'] / burst_s:.2f}, web process {cpu['web'] / burst_s:.2f}); "
+          f"batch phase {batch_cpu / batch_s:.2f} (the machine is shared: other users included)")
+    print(f"load average (1/5/15 min) : start {load_start}; burst start {load_before}, end "
+          f"{load_burst}; batch start {load_after_service}, end {load_end}")
+    errors = [line for line in log_text.splitlines() if "Traceback" in line or " ERROR" in line
+              or "WARNING" in line or "exited with status" in line]
+    print(f"service log               : {service.log} ({len(errors)} traceback/error/warning lines)")
+    for line in errors[:10]:
+        print(f"  {line[:200]}")
+    for row in differ[:20]:
+        print("  differs (student, assignment, variant, API, DB, batch):", row)
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
