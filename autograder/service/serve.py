@@ -42,6 +42,7 @@ class ServeOptions:
     executor: str = "local"
     memory_limit_gb: float | None = 4.0
     notebook_timeout: float | None = 600.0
+    worker_nice: int = 10  # the worker and its sandboxes yield the CPU to the web process
     worker_args: list[str] = field(default_factory=list)
 
 
@@ -121,6 +122,7 @@ def serve(options: ServeOptions) -> None:
         "--state", str(folder), "--db", db_url, "--executor", options.executor,
         "--memory-limit", str(options.memory_limit_gb or 0),
         "--notebook-timeout", str(options.notebook_timeout or 0), "--with-parent",
+        "--nice", str(options.worker_nice),
         *(["--workers", str(options.workers)] if options.workers else []), *options.worker_args])
     app = make_app(store=store, settings=settings, hub=options.hub, prefix=prefix,
                    cookie_secret=cookie_secret(folder))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import secrets
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tornado import web
+from tornado.log import access_log
 
 from autograder.figures import score_distribution
 from autograder.service.intake import Refused, accept
@@ -379,6 +381,14 @@ class LogoutPage(_Base):
 
 # -- the application ---------------------------------------------------------------------------
 
+def _log_request(handler: web.RequestHandler) -> None:
+    """Errors and slow requests only: 300 pages polling would drown the log in 200s."""
+    status, took = handler.get_status(), 1000.0 * handler.request.request_time()
+    if status >= 400 or took > 500:
+        level = logging.WARNING if status >= 500 or took > 500 else logging.INFO
+        access_log.log(level, "%d %s %.1f ms", status, handler._request_summary(), took)
+
+
 def make_app(*, store: Store, settings: ServiceSettings, hub: bool, prefix: str = "/",
              cookie_secret: bytes | None = None, clock: Callable[[], datetime] = utcnow,
              title: str = "Autograder feedback") -> web.Application:
@@ -405,7 +415,7 @@ def make_app(*, store: Store, settings: ServiceSettings, hub: bool, prefix: str 
     for path, handler in routes:
         handlers.append((prefix + path + "$", type(handler.__name__, (mixin, handler), {})))
     return web.Application(
-        handlers, store=store, service=settings, clock=clock, prefix=prefix, hub=hub, title=title,
+        handlers, log_function=_log_request, store=store, service=settings, clock=clock, prefix=prefix, hub=hub, title=title,
         template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
         static_url_prefix=prefix + "static/", xsrf_cookies=True,
         cookie_secret=cookie_secret or secrets.token_bytes(32), **extra)

@@ -190,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook-timeout", type=float, default=600.0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
+    parser.add_argument("--nice", type=int, default=10, metavar="N",
+                        help="lower this worker's CPU priority (its templates and sandboxes inherit "
+                             "it) so that the web process answers first (default 10; 0: as is)")
     args = parser.parse_args(argv)
+    if args.nice > 0:
+        os.nice(args.nice)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a stuck worker is, on stderr
     if args.with_parent:
