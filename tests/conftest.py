@@ -15,6 +15,8 @@ Fixtures (all session-scoped unless noted):
   removed from the gradebook, no autograded/ folder) graded by the autograder on this machine
   (``grade(allow_cpu=True)``): ``(source, root, summary)``. The identity test compares it with nbgrader,
   the Slurm grading test with a run on the cluster.
+- ``browser_context`` / ``page`` (module / function scope): headless chromium with a fresh profile, and
+  a fresh tab with its problems watched, for modules that define a ``site_url`` fixture.
 - ``slurm_cluster``: a real one-node Slurm cluster on localhost (``tests/slurm_cluster.py``), started
   on first use and torn down, with no daemon left, at the end of the session.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import launch_chromium, require_chromium, watch
 from nbgrader.api import Gradebook
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture, for any test)
 
@@ -179,3 +182,29 @@ def autograded_catalogue_course(graded_catalogue_course, tmp_path_factory):
     root = ungraded_copy(graded_catalogue_course, tmp_path_factory.mktemp("regraded") / "course")
     summary = grade(course_root=root, allow_cpu=True, progress=False)
     return graded_catalogue_course, root, summary
+
+
+# -- a real browser on a module's ``site_url`` (tests/test_site_browser.py, tests/test_i18n_site.py) --
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    """One headless chromium (fresh profile) shared by the tests of a module."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = launch_chromium(p, tmp_path_factory.mktemp("chromium-profile"))
+        context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(site_url, browser_context):
+    """A fresh tab on the module's ``site_url`` fixture, with its problems recorded in page.watch."""
+    tab = browser_context.new_page()
+    tab.watch = watch(tab)
+    yield tab
+    tab.close()

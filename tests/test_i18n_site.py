@@ -13,12 +13,9 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from browser import (
     REPO_ROOT,
-    launch_chromium,
-    require_chromium,
     screenshot,
     serve_directory,
     unavailable,
-    watch,
 )
 from test_site_browser import DOCNAMES, html_path, wait_for_mathjax
 
@@ -83,28 +80,6 @@ def site_url():
     require_build()
     with serve_directory(HTML) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = launch_chromium(p, tmp_path_factory.mktemp("chromium-zh"))
-        context.set_default_timeout(30_000)
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@pytest.fixture
-def page(site_url, browser):
-    tab = browser.new_page()
-    tab.watch = watch(tab)
-    yield tab
-    tab.close()
 
 
 def _settle(page) -> None:

@@ -22,12 +22,9 @@ import pytest
 import yaml
 from browser import (
     REPO_ROOT,
-    launch_chromium,
-    require_chromium,
     screenshot,
     serve_directory,
     unavailable,
-    watch,
 )
 
 pytestmark = pytest.mark.browser
@@ -72,30 +69,6 @@ def site_url() -> str:
         unavailable(f"no built site at {HTML_DIR}/index.html: run `make site` first")
     with serve_directory(HTML_DIR) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser_context(tmp_path_factory):
-    """One headless chromium (fresh profile) shared by the tests of this module."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = launch_chromium(p, tmp_path_factory.mktemp("chromium-profile"))
-        context.set_default_timeout(30_000)
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@pytest.fixture
-def page(site_url, browser_context):
-    """A fresh tab, with its problems recorded in page.watch."""
-    tab = browser_context.new_page()
-    tab.watch = watch(tab)
-    yield tab
-    tab.close()
 
 
 def wait_for_mathjax(page) -> None:
