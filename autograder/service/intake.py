@@ -73,15 +73,9 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
                            f"(upload {other}'s notebook under its own name)")
     policy = settings.policy(found)
     earlier = store.received_since(student, found, now - timedelta(hours=policy.window_hours))
-    why = policy.refusal(now, earlier)
-    if why:
-        status = 429 if "next is possible" in why else 403
-        retry = None
-        if status == 429:
-            recent = [w for w in earlier if w > now - timedelta(hours=policy.window_hours)]
-            retry = recent[len(recent) - policy.max_submissions] + \
-                timedelta(hours=policy.window_hours)
-        raise Refused(status, why, retry_after=retry)
+    refusal = policy.refusal(now, earlier)
+    if refusal is not None:
+        raise Refused(refusal.status, refusal.message, retry_after=refusal.retry_after)
     late = policy.due is not None and now > policy.due
     job_id = store.add(student=student, assignment=found, notebook=f"{stem}.ipynb", content=content,
                        received_at=now, late=late)

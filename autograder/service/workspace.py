@@ -57,11 +57,8 @@ class Workspace:
         timestamp)`` — nothing of an earlier batch is graded again."""
         for step in ("submitted", "autograded"):
             shutil.rmtree(self.root / step, ignore_errors=True)
-        for student, assignment, notebook, content, timestamp in submissions:
-            folder = self.root / "submitted" / student / assignment
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / notebook).write_bytes(content)
-            (folder / "timestamp.txt").write_text(timestamp)
+        for submission in submissions:
+            self.put(*submission)
 
     def put(self, student: str, assignment: str, notebook: str, content: bytes,
             timestamp: str) -> None:
