@@ -108,9 +108,12 @@ _SHELL_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
 
 
 def _plain(value: object, depth: int = 0) -> bool:
-    """Plain data a grade cell may hand to the student's namespace by value (no tensors, no objects)."""
-    if isinstance(value, _PLAIN):
-        return type(value) in _PLAIN
+    """Plain data a grade cell may hand to the student's namespace by value: numbers, strings, bytes,
+    tensors and arrays, and tuples/lists/dicts of them (never a module, function, class or object)."""
+    if type(value) in _PLAIN:
+        return True
+    if type(value).__module__.split(".")[0] in ("torch", "numpy"):
+        return type(value).__name__ in ("Tensor", "Parameter", "ndarray")
     if type(value) in (tuple, list) and depth < 4 and len(value) <= 1000:
         return all(_plain(v, depth + 1) for v in value)
     if type(value) is dict and depth < 4 and len(value) <= 1000:
@@ -149,19 +152,19 @@ class _KeptFiles:
 
 
 class _Names:
-    """Which names of the checker's namespace are its own (trusted cells, grade-cell assignments)
-    and which were fetched from the student's namespace (refreshed before every grade cell).
+    """Which names of the checker's namespace are its own (trusted cells, grade-cell bindings) and
+    which were read from the student's namespace (refreshed before every grade cell).
 
-    One namespace, as in a single kernel: what a grade cell does to a name it fetched — ``del`` it,
-    rebind it (to another of the student's objects, or a function of its own) — and the plain data
-    it assigns to new public names act on the student's namespace too, through the channel, before
-    the grade cell's next request reaches the student's code (``changes``)."""
+    One namespace, as in a single kernel, for the names a grade cell *reads* from the student: if the
+    cell deletes such a name, or rebinds it to plain data, the student's namespace follows through the
+    channel before the cell's next request reaches the student's code (``changes``). Nothing else is
+    ever pushed: not a name the cell binds before reading it (its own ``… as _hidden``), not a module,
+    function, class or object, not a name starting with ``_``."""
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
         self.fetched: dict[str, object] = {}
         self.trusted: set[str] = set(namespace)
-        self.pushed: dict[str, object] = {}
         self.gone: set[str] = set()  # the student's names a grade cell deleted
         self.mark_own()
 
@@ -177,16 +180,10 @@ class _Names:
             self.fetched.pop(name)
             self.gone.add(name)  # still the student's name: binding it again goes back there
         bound = {name: value for name, value in self.namespace.items()
-                 if (name in self.fetched and self.fetched[name] is not value) or name in self.gone}
+                 if ((name in self.fetched and self.fetched[name] is not value) or name in self.gone)
+                 and not name.startswith("_") and _plain(value)}
         self.gone -= set(bound)
-        for name, value in self.namespace.items():
-            if (name not in self.fetched and name not in self.trusted and name not in _SHELL_NAMES
-                    and not name.startswith("_") and self.pushed.get(name, self) is not value
-                    and _plain(value)):
-                bound[name] = value
-                self.pushed[name] = value
-        self.fetched.update((name, value) for name, value in bound.items()
-                            if name not in self.pushed or self.pushed[name] is not value)
+        self.fetched.update(bound)
         return deleted, bound
 
     def mark_own(self) -> None:
@@ -194,13 +191,55 @@ class _Names:
                     if not (name in self.fetched and self.fetched[name] is value)}
 
     def wanted(self, source: str) -> list[str]:
-        """Names a grade cell reads that the checker does not define itself."""
+        """Names a grade cell reads (or deletes) before it binds them, and the checker does not
+        define itself: those come from the student's namespace."""
         try:
             tree = ast.parse(source)
         except SyntaxError:
             return []
-        read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        return sorted(read - self.own - set(dir(builtins)))
+        return sorted(_read_before_bound(tree) - self.own - set(dir(builtins)))
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+           ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _read_before_bound(tree: ast.Module) -> set[str]:
+    """The names a cell reads (or deletes) at a point where the cell itself has not bound them yet,
+    statement by statement; names read inside a function or comprehension count as read when the
+    cell has not bound them before that statement."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for statement in tree.body:
+        read |= {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)
+                 and isinstance(node.ctx, ast.Load | ast.Del)} - bound
+        bound |= _bound_by(statement)
+    return read
+
+
+def _bound_by(statement: ast.stmt) -> set[str]:
+    """The names one top-level statement binds in the cell's namespace (not inside its scopes)."""
+    names: set[str] = set()
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        if isinstance(node, _SCOPES) and node is not statement:
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            pending.extend(node.decorator_list)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.SandboxChannel,

@@ -341,7 +341,7 @@ class Kernel:
         self.objects: dict[int, Any] = {}  # handle id -> object the checker holds a handle to
         self.ids: dict[int, int] = {}  # id(object) -> handle id
         self.mirrors: dict[int, Any] = {}  # mirror id -> tensor the checker also holds
-        self.signatures: dict[int, tuple] = {}
+        self.snapshots: dict[int, tuple] = {}  # mirror id -> its state when last sent
         self.depth = 0
         self.next_id = 1
         self.next_request = 1
@@ -423,7 +423,7 @@ class Kernel:
                 self.ids.pop(id(obj), None)
             for mirror in header.get("mirrors", []):
                 self.mirrors.pop(mirror, None)
-                self.signatures.pop(mirror, None)
+                self.snapshots.pop(mirror, None)
             return None
         target = self._object(header.get("target"))
         if op == Op.CALL:
@@ -550,10 +550,10 @@ class Kernel:
         held = self.mirrors.get(mirror)
         if held is None:
             self.mirrors[mirror] = tensor
-            self.signatures[mirror] = protocol.signature(tensor)
+            self.snapshots[mirror] = protocol.snapshot(tensor)
             return tensor
         protocol.assign(held, tensor)
-        self.signatures[mirror] = protocol.signature(held)
+        self.snapshots[mirror] = protocol.snapshot(held)
         return held
 
     def _apply_sync(self, message: dict, blobs: list[bytes]) -> None:
@@ -564,9 +564,8 @@ class Kernel:
     def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
         sync = protocol.empty_sync()
         for mirror, held in self.mirrors.items():
-            signature = protocol.signature(held)
-            if signature != self.signatures.get(mirror):
-                self.signatures[mirror] = signature
+            if not protocol.unchanged(held, self.snapshots.get(mirror)):
+                self.snapshots[mirror] = protocol.snapshot(held)
                 sync["ids"].append(mirror)
                 sync["trees"].append(encoder.tensor(held))
         return sync
