@@ -103,19 +103,12 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
              kill: socket.socket) -> dict:
     # a fresh, unpredictable folder per job: nothing a notebook leaves can be waiting for the next
     workdir = os.path.join(WORK, f"job-{secrets.token_hex(8)}")
-    os.makedirs(workdir)
-    for path, index in zip(files.get("paths", []), range(len(blobs)), strict=False):
-        target = os.path.normpath(os.path.join(workdir, path))
-        if target.startswith(workdir + os.sep):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as out:
-                out.write(blobs[index])
     pid = os.fork()
     if pid == 0:  # the child: never returns
         kill.close()
         try:
             _close_inherited(keep=data.fileno())
-            _child(job, workdir, data)
+            _child(job, workdir, data, files.get("paths", []), blobs)
         finally:
             os._exit(70)
     started = time.monotonic()
@@ -296,7 +289,8 @@ def _probe_isolation() -> bool:
     pid = os.fork()
     if pid == 0:
         try:
-            ok = isolation.enter_own_namespaces() and os.getpid() == 1
+            ok = isolation.enter_own_namespaces(dict.fromkeys(protocol.NOTEBOOK_TMPFS_BYTES, 2**20)) \
+                and os.getpid() == 1
             os._exit(0 if ok else 3)
         finally:
             os._exit(3)
@@ -304,11 +298,25 @@ def _probe_isolation() -> bool:
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
-def _child(job: dict, workdir: str, data: socket.socket) -> None:
+def _write_companions(workdir: str, paths: list[str], blobs: list[bytes]) -> None:
+    """The notebook's folder with the files that come with it (the submission's other files)."""
+    os.makedirs(workdir)
+    for path, index in zip(paths, range(len(blobs)), strict=False):
+        target = os.path.normpath(os.path.join(workdir, str(path)))
+        if target.startswith(workdir + os.sep):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as out:
+                out.write(blobs[index])
+
+
+def _child(job: dict, workdir: str, data: socket.socket, paths: list[str],
+           blobs: list[bytes]) -> None:
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if ISOLATED and not isolation.enter_own_namespaces():  # from here on: PID 1 of its own
+    fresh = job.get("tmpfs") or protocol.NOTEBOOK_TMPFS_BYTES
+    if ISOLATED and not isolation.enter_own_namespaces(fresh):  # from here on: PID 1 of its own
         raise SystemExit("the notebook's own namespaces could not be made")
+    _write_companions(workdir, paths, blobs)
     os.setsid()
     os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
     os.chdir(workdir)

@@ -70,6 +70,9 @@ class ExitHow(StrEnum):
 # what FILES hands back at most (the rest is left out, and said so)
 FILE_BYTES, FILES_BYTES, FILES_COUNT = 16 * 2**20, 64 * 2**20, 1000
 
+# the fresh tmpfs of every notebook (mount point -> bytes; isolation.py), unless its Job says otherwise
+NOTEBOOK_TMPFS_BYTES = {"/tmp": 512 * 2**20, "/sandbox-work": 512 * 2**20, "/dev/shm": 256 * 2**20}
+
 # request fields sent as plain JSON; every other field is a ``wire``-encoded value
 RAW_FIELDS = frozenset({"target", "name", "source", "names"})
 
@@ -111,6 +114,7 @@ class Job(TypedDict):
     threads: int  # torch threads
     student_rss_bytes: int | None  # the template's watchdog on the notebook's resident memory
     rlimits: dict[str, int | None]  # RLIMIT_<NAME> of the notebook's process: as, fsize, nproc, cpu, core
+    tmpfs: dict[str, int]  # the notebook's fresh folders and their sizes (``NOTEBOOK_TMPFS_BYTES``)
 
 
 def empty_sync() -> Sync:

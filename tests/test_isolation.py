@@ -1,0 +1,272 @@
+"""Each notebook alone, the checker unreachable: a real sandbox (bubblewrap) asked, one notebook after
+another, what the last one left and what it can reach of the template, of bubblewrap's init and of the
+checker's objects (issue 24)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from autograder.grading.execute import checker
+from autograder.sandbox import channel as remote
+from autograder.sandbox.host import SandboxProcess
+from autograder.sandbox.inside import protocol, wire
+
+
+@pytest.fixture(scope="module")
+def box():
+    sandbox = SandboxProcess()
+    sandbox.start()
+    sandbox.wait_ready()
+    if not sandbox.info.get("isolated"):
+        sandbox.close()
+        pytest.skip("this kernel refuses nested namespaces (autograder doctor says so)")
+    yield sandbox
+    sandbox.close()
+
+
+def _session(box: SandboxProcess, **job) -> remote.SandboxChannel:
+    deadline = time.monotonic() + 30
+    while box.state == "busy" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        box.pump()
+    message = {"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None, "rlimits": {}, **job}
+    data, kill = box.start_job(message, [("data/x.txt", b"hi")])
+    return remote.SandboxChannel(data, kill, memmap_dir="/tmp")
+
+
+def _values(sandbox: remote.SandboxChannel, code: str, *names: str) -> dict:
+    outputs, _ = sandbox.run_cell(code, 60)
+    found = sandbox.lookup(list(names))
+    assert set(found) == set(names), outputs
+    return found
+
+
+_PLANT = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+open("/dev/shm/answers", "w").write("planted")
+open("/tmp/answers", "w").write("planted")
+open("/sandbox-work/answers", "w").write("planted")
+segment = libc.shmget(0x5EED, 4096, 0o1666)  # IPC_CREAT | 0666
+address = libc.shmat(segment, None, 0)
+ctypes.memmove(address, b"planted", 7)
+planted = segment >= 0 and address not in (None, ctypes.c_void_p(-1).value)
+'''
+
+_LOOK = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = {
+    "shm": os.listdir("/dev/shm"),
+    "tmp": [n for n in os.listdir("/tmp") if os.path.isfile(os.path.join("/tmp", n))],
+    "work": sorted(os.listdir("/sandbox-work")),
+    "sysv": libc.shmget(0x5EED, 0, 0),
+    "companion": open("data/x.txt").read(),
+}
+'''
+
+
+def test_each_notebook_starts_from_nothing_shared(box):
+    first = _session(box)
+    assert _values(first, _PLANT, "planted")["planted"] is True
+    first.kill("done")
+    second = _session(box)
+    found = _values(second, _LOOK, "found")["found"]
+    second.kill("done")
+    assert found["shm"] == [] and found["tmp"] == [], found
+    jobs = [name for name in found["work"] if name.startswith("job-")]
+    assert "answers" not in found["work"] and len(jobs) == 1, found  # its own folder only
+    assert found["sysv"] == -1, "a System V segment of the last notebook is visible"
+    assert found["companion"] == "hi"
+
+
+def test_a_large_shared_memory_write_is_refused_at_the_limit(box):
+    limit = 64 * 2**20
+    sandbox = _session(box, tmpfs={**protocol.NOTEBOOK_TMPFS_BYTES, "/dev/shm": limit})
+    code = ("written = 0\nchunk = b'x' * 2**20\ntry:\n    with open('/dev/shm/flood', 'wb') as f:\n"
+            "        for _ in range(4096):\n            f.write(chunk); f.flush(); written += len(chunk)\n"
+            "    error = None\nexcept OSError as e:\n    error = e.errno\n")
+    found = _values(sandbox, code, "written", "error")
+    sandbox.kill("done")
+    assert found["error"] == 28 and found["written"] <= limit, found  # ENOSPC at the cap, not 4 GiB
+
+
+def _descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        for task in os.listdir(f"/proc/{current}/task"):
+            try:
+                children = Path(f"/proc/{current}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            found += [int(c) for c in children]
+            pending += [int(c) for c in children]
+    return found
+
+
+def _settings(pid: int) -> tuple:
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (Path(f"/proc/{pid}/oom_score_adj").read_text().strip(), stat[16],  # nice
+            Path(f"/proc/{pid}/comm").read_text().strip())
+
+
+_REACH = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+mine = {str(os.getpid())}
+written, errors = [], set()
+for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+        continue
+    for name, text in (("oom_score_adj", "1000"), ("autogroup", "19"), ("comm", "owned")):
+        try:
+            with open(f"/proc/{entry}/{name}", "w") as handle:
+                handle.write(text)
+            if os.readlink("/proc/self") != entry:
+                written.append((entry, name))
+        except OSError as error:
+            errors.add(error.errno)
+for pid in range(1, 64):  # the template's and init's folders, listed or not
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as handle:
+            handle.write("1000")
+        if str(pid) != os.readlink("/proc/self"):
+            written.append((str(pid), "oom_score_adj"))
+    except OSError:
+        pass
+os.setpriority(os.PRIO_USER, 0, 19)
+# a namespace of its own cannot unmount what covers the template's folders
+pid = os.fork()
+if pid == 0:
+    ok = libc.unshare(0x10000000 | 0x20000) == 0
+    open("/proc/self/setgroups", "w").write("deny")
+    results = [libc.umount2(f"/proc/{n}".encode(), 2) for n in range(1, 64)]
+    os._exit(3 if ok and 0 in results else 0)
+unmounted = os.WEXITSTATUS(os.waitpid(pid, 0)[1]) == 3
+'''
+
+
+def test_a_notebook_cannot_change_the_template_or_bubblewraps_init(box):
+    outside = [box.process.pid, *_descendants(box.process.pid)]
+    before = {pid: _settings(pid) for pid in outside}
+    sandbox = _session(box)
+    found = _values(sandbox, _REACH, "written", "unmounted")
+    sandbox.kill("done")
+    time.sleep(0.5)
+    assert found == {"written": [], "unmounted": False}, found
+    after = {pid: _settings(pid) for pid in outside if pid in before and os.path.exists(f"/proc/{pid}")}
+    assert after == {pid: before[pid] for pid in after}
+    assert len(after) >= 3  # bubblewrap outside, its init, the template
+
+
+# --------------------------------------------------------------------------- default-deny channel
+
+
+@pytest.mark.parametrize("value", [os, types, remote.SandboxChannel, print, len, lambda: 1,
+                                   object(), remote.Remote.__init__, Path("/x").exists])
+def test_nothing_but_plain_values_is_encoded_toward_the_sandbox(value):
+    channel = remote.SandboxChannel.__new__(remote.SandboxChannel)
+    channel.locals, channel.mirrors, channel.mirror_of, channel.next_mirror = {}, {}, {}, 1
+    channel.memmap_dir = "/nonexistent"
+    with pytest.raises(wire.NotPlainData, match="cannot be handed to the submission"):
+        channel._encoder().encode({"key": [value]})
+    assert channel.locals == {}
+
+
+_WALK = r'''
+names = ["__self__", "__globals__", "__class__", "__dict__", "__func__", "__closure__", "__code__",
+         "__module__", "target", "operations", "attributes", "_kernel", "torch", "builtins", "os",
+         "f_globals", "gi_frame", "__reduce__", "__getattribute__", "shape", "dtype", "dir"]
+
+def walk(offer):
+    reached = {}
+    for name in names:
+        try:
+            value = getattr(offer, name)
+        except Exception as error:
+            reached[name] = "refused"
+            continue
+        reached[name] = type(value).__name__
+    for how, use in (("call", lambda: offer(1, 2)), ("len", lambda: len(offer)),
+                     ("item", lambda: offer[0]), ("iter", lambda: list(offer)[:1])):
+        try:
+            reached[how] = type(use()).__name__
+        except Exception as error:
+            reached[how] = "refused"
+    return reached
+'''
+
+
+def test_a_handle_to_a_checker_object_reaches_nothing_but_what_it_offers(box):
+    """Every kind of checker object the checker can hand out (``call_only``, ``sequence_only``),
+    walked from the student's side: only the offered operations and plain attributes answer, and an
+    offered function that returns a module or a function is refused."""
+    sandbox = _session(box)
+    sandbox.run_cell(_WALK, 60)
+    walk = sandbox.lookup(["walk"])["walk"]
+    called = remote.call_only(lambda a, b: a + b)
+    sequence = remote.sequence_only(list(range(10)), ())
+    leaky = remote.call_only(lambda *args: os)
+    leaky_function = remote.call_only(lambda *args: print)
+    reached = {name: walk(offer) for name, offer in
+               (("call", called), ("sequence", sequence), ("leaky", leaky),
+                ("leaky_function", leaky_function))}
+    sandbox.kill("done")
+    checker_side = {"__self__", "__globals__", "__func__", "__closure__", "__code__", "target",
+                    "operations", "attributes", "torch", "builtins", "os", "f_globals", "gi_frame",
+                    "shape", "dtype", "dir"}
+    for name, seen in reached.items():
+        assert all(seen[attribute] == "refused" for attribute in checker_side), (name, seen)
+    assert reached["call"]["call"] == "int" and reached["call"]["len"] == "refused"
+    assert reached["call"]["item"] == "refused" and reached["call"]["iter"] == "refused"
+    assert reached["sequence"]["len"] == "int" and reached["sequence"]["item"] == "int"
+    assert reached["sequence"]["call"] == "refused"
+    assert reached["leaky"]["call"] == "refused" and reached["leaky_function"]["call"] == "refused"
+
+
+def test_a_forged_callback_reaches_no_checker_object(box):
+    """The student's code names checker objects by number: every id but an offer's is refused."""
+    sandbox = _session(box)
+    forge = r'''
+import wire, protocol
+kernel = [o for o in __import__("gc").get_objects() if type(o).__name__ == "Kernel" and hasattr(o, "mirrors")][0]
+answers = []
+for target in (id(__import__("os")), 1, 2, 3, -1, 2**40):
+    try:
+        kernel.request(protocol.Op.LOCAL_CALL, target=target, args=("x",), kwargs={})
+        answers.append("answered")
+    except Exception as error:
+        answers.append(type(error).__name__ + ": " + str(error))
+'''
+    answers = _values(sandbox, forge, "answers")["answers"]
+    sandbox.kill("done")
+    assert len(answers) == 6 and all(a == "CheckerError: LookupError: no such grader object"
+                                     for a in answers), answers
+
+
+# --------------------------------------------------------------------------- the namespace push
+
+
+def test_a_grade_cells_own_names_are_never_read_from_or_pushed_to_the_student():
+    cell = ("from autograder.hidden import strides as _hidden\n_hidden.check_x(flat_index)\n"
+            "import os\nexpected = 14\nvalue = result\nresult = 3\ndel gone\n")
+    names = checker._Names({})
+    assert names.wanted(cell) == ["flat_index", "gone", "result"]
+    student = {"flat_index": object(), "gone": 1, "result": 2, "_hidden": 0}
+    for name in names.wanted(cell):
+        names.namespace[name] = names.fetched[name] = student[name]
+    exec(compile(ast.parse(cell.replace("_hidden.check_x(flat_index)", "")), "cell", "exec"),
+         names.namespace)
+    names.namespace.pop("__builtins__")
+    names.namespace["flat_index"] = os.path.join  # rebound to a checker function: never pushed
+    deleted, bound = names.changes()
+    assert deleted == ["gone"]
+    assert bound == {"result": 3}  # plain data, a name the cell read; not _hidden, os, expected
