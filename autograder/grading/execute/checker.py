@@ -33,7 +33,7 @@ from enum import StrEnum
 from multiprocessing.connection import Connection
 
 from autograder.grading.execute.limits import ExecutionLimits
-from autograder.grading.execute.outputs import OutputBudget, as_text
+from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
 from autograder.sandbox import channel as remote
 from autograder.sandbox.inside import shell as cells
@@ -125,12 +125,14 @@ class _KeptFiles:
     """Files the notebook's code writes next to itself (a figure, a saved array), as nbgrader keeps
     them in ``autograded/``: after each of its cells they come over from the sandbox, are written in
     this checker's folder (so a grade cell reads them) and go to the parent. Never over a file that
-    was there before the notebook ran (the instructor's, the submission's), never a notebook."""
+    was there before the notebook ran (the instructor's, the submission's), never a notebook, never
+    past the notebook's ``KeptFilesBudget`` (the parent counts again)."""
 
     def __init__(self, workdir: str) -> None:
         self.workdir = os.path.realpath(workdir)
         self.before = {os.path.relpath(os.path.join(root, name), self.workdir)
                        for root, _, names in os.walk(self.workdir) for name in names}
+        self.budget = KeptFilesBudget()  # per notebook, across its cells
 
     def take(self, sandbox: remote.SandboxChannel, conn: Connection) -> None:
         files, _ = sandbox.new_files()
@@ -138,7 +140,7 @@ class _KeptFiles:
             path = os.path.normpath(relative)
             if (path.startswith(("..", "/")) or path in self.before or path.endswith(".ipynb")
                     or not os.path.realpath(os.path.join(self.workdir, path)).startswith(
-                        self.workdir + os.sep)):
+                        self.workdir + os.sep) or not self.budget.admit(path, len(data))):
                 continue
             target = os.path.join(self.workdir, path)
             try:
