@@ -267,6 +267,38 @@ def test_a_grade_cells_own_names_are_never_read_from_or_pushed_to_the_student():
          names.namespace)
     names.namespace.pop("__builtins__")
     names.namespace["flat_index"] = os.path.join  # rebound to a checker function: never pushed
+    names.namespace["result"] = 3
     deleted, bound = names.changes()
     assert deleted == ["gone"]
     assert bound == {"result": 3}  # plain data, a name the cell read; not _hidden, os, expected
+
+
+# --------------------------------------------------------------------------- mirrors by content
+
+_IN_PLACE = {
+    "data": "def update(p):\n    p.data.add_(1.0)\n",
+    "no_grad": "def update(p):\n    with torch.no_grad():\n        p.add_(1.0)\n",
+    "foreach": "def update(p):\n    with torch.no_grad():\n        torch._foreach_add_([p], 1.0)\n",
+    "copy": "def update(p):\n    with torch.no_grad():\n        p.copy_(p + 1.0)\n",
+    "data_assign": "def update(p):\n    p.data = p.data + 1.0\n",
+    "grad": "def update(p):\n    p.grad.data.mul_(3.0)\n",
+}
+
+
+@pytest.mark.parametrize("style", sorted(_IN_PLACE))
+def test_in_place_updates_come_back_whatever_their_style(box, style):
+    """An optimizer step that updates parameters in place, in any of the ways honest code does,
+    reaches the checker's own tensor (the sandbox mirrors by content, not by version counter)."""
+    import torch
+
+    sandbox = _session(box)
+    sandbox.run_cell("import torch\n" + _IN_PLACE[style], 60)
+    update = sandbox.lookup(["update"])["update"]
+    p = torch.nn.Parameter(torch.zeros(4))
+    p.grad = torch.ones(4)
+    update(p)
+    sandbox.kill("done")
+    if style == "grad":
+        assert torch.equal(p.grad, torch.full((4,), 3.0)) and torch.equal(p.detach(), torch.zeros(4))
+    else:
+        assert torch.equal(p.detach(), torch.ones(4)), p

@@ -158,10 +158,11 @@ class _Names:
     which were read from the student's namespace (refreshed before every grade cell).
 
     One namespace, as in a single kernel, for the names a grade cell *reads* from the student: if the
-    cell deletes such a name, or rebinds it to plain data, the student's namespace follows through the
-    channel before the cell's next request reaches the student's code (``changes``). Nothing else is
-    ever pushed: not a name the cell binds before reading it (its own ``… as _hidden``), not a module,
-    function, class or object, not a name starting with ``_``."""
+    cell deletes such a name, or rebinds it to plain data (or to one of the student's own objects, a
+    handle that resolves in the sandbox), the student's namespace follows through the channel before
+    the cell's next request reaches the student's code (``changes``). Nothing else is ever pushed:
+    not a name the cell binds before reading it (its own ``… as _hidden``), not a module, function,
+    class or object of the checker, not a name starting with ``_``."""
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
@@ -183,7 +184,7 @@ class _Names:
             self.gone.add(name)  # still the student's name: binding it again goes back there
         bound = {name: value for name, value in self.namespace.items()
                  if ((name in self.fetched and self.fetched[name] is not value) or name in self.gone)
-                 and not name.startswith("_") and _plain(value)}
+                 and not name.startswith("_") and (_plain(value) or type(value) is remote.Remote)}
         self.gone -= set(bound)
         self.fetched.update(bound)
         return deleted, bound
