@@ -302,3 +302,79 @@ def test_in_place_updates_come_back_whatever_their_style(box, style):
         assert torch.equal(p.grad, torch.full((4,), 3.0)) and torch.equal(p.detach(), torch.zeros(4))
     else:
         assert torch.equal(p.detach(), torch.ones(4)), p
+
+
+# --------------------------------------------------------------------------- the checker's own view
+
+_CHECKER_LOOKS = r'''
+import json, os, socket
+seen = {"uid": os.geteuid(), "course": os.listdir(COURSE), "gradebook": os.path.exists(COURSE + "/gradebook.db"),
+        "work": sorted(os.listdir(".")), "torch": __import__("torch").__version__}
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+    seen["network"] = "connected"
+except OSError as error:
+    seen["network"] = type(error).__name__
+for target in (COURSE + "/planted.txt", "/usr/planted.txt", MARKER):
+    try:
+        open(target, "w").write("x")
+        seen.setdefault("written", []).append(target)
+    except OSError:
+        pass
+print(json.dumps(seen))
+'''
+
+
+def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
+    """A grade cell runs in the checker: from there, the course folder is empty, the gradebook gone, the
+    network closed and nothing outside its own folders writable; as root it is not root. The host's
+    view of the checker's root (/proc/<checker>/root) agrees."""
+    import json
+    import socket as sockets
+
+    from autograder.grading.execute.checker import GRADE, ExecutionJob
+    from autograder.grading.execute.confine import CHECKER_UID
+    from autograder.grading.execute.limits import ExecutionLimits, job_message
+    from autograder.grading.execute.workers import RunningNotebook, wait_any
+
+    course = tmp_path / "course"
+    (course / "autograded" / "ann").mkdir(parents=True)
+    (course / "gradebook.db").write_text("secret")
+    (course / "solutions").mkdir()
+    workdir = course / "autograded" / "ann" / "stage"
+    workdir.mkdir()
+    (workdir / "data.txt").write_text("companion")
+    listener = sockets.create_server(("127.0.0.1", 0))
+    marker = tmp_path / "outside.txt"
+    cell = (f"COURSE, PORT, MARKER = {str(course)!r}, {listener.getsockname()[1]}, {str(marker)!r}\n"
+            + _CHECKER_LOOKS)
+    job = ExecutionJob(cells=[(0, cell, [], GRADE)], timeout=30)
+    limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
+                             student_rss_bytes=None, checker_rss_bytes=None, threads=1,
+                             confined=True, hidden=(str(course),))
+    run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
+    run.sockets = box.start_job(job_message(job, limits), [])
+    run.start()
+    from_host = None
+    deadline = time.monotonic() + 60
+    while not run.finished and time.monotonic() < deadline:
+        if from_host is None and run.running_cell is not None:
+            root = f"/proc/{run.process.pid}/root"
+            from_host = {"gradebook": os.path.exists(f"{root}{course}/gradebook.db"),
+                         "solutions": os.path.exists(f"{root}{course}/solutions")}
+        wait_any([run], timeout=0.1)
+        run.pump()
+    run.close()
+    listener.close()
+    assert run.reason is None, run.reason
+    text = "".join(o.get("text", "") for o in run.outputs[0][0])
+    seen = json.loads(text.strip().splitlines()[-1])
+    assert seen["course"] == ["autograded"] and seen["gradebook"] is False, seen
+    assert seen["work"] == ["data.txt"] and seen["network"] != "connected", seen
+    assert "written" not in seen and not marker.exists() and not (course / "planted.txt").exists()
+    assert seen["uid"] == (CHECKER_UID if os.geteuid() == 0 else os.geteuid())
+    assert from_host == {"gradebook": False, "solutions": False}, from_host
+    deadline = time.monotonic() + 30
+    while box.state == "busy" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        box.pump()

@@ -32,6 +32,7 @@ import time
 from enum import StrEnum
 from multiprocessing.connection import Connection
 
+from autograder.grading.execute.confine import confine
 from autograder.grading.execute.limits import ExecutionLimits
 from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
@@ -56,6 +57,16 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     """Checker entry point: execute ``job.cells`` in order in ``workdir``, streaming ``Event`` s to
     ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it)."""
     _apply_limits(job, limits, workdir)
+    if limits.confined:
+        try:
+            confine(workdir=workdir, scratch=scratch, hidden=limits.hidden)
+        except OSError as error:  # the machine's fault, never a score: nothing is run
+            conn.send((Event.DIED, None, "GraderError",
+                       f"the checker could not get its own view of the machine ({error})"))
+            conn.send((Event.DONE, {"pid": os.getpid()}))
+            os._exit(0)
+    os.environ.update(HOME=scratch, IPYTHONDIR=os.path.join(scratch, ".ipython"),
+                      MPLCONFIGDIR=os.path.join(scratch, "matplotlib"))
     recorder = cells.Recorder()
     sys.stdout = cells.CellStream(recorder, "stdout")
     sys.stderr = cells.CellStream(recorder, "stderr")

@@ -96,7 +96,9 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
             return
         limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
-                                  device_used=first.device, workers=len(pool), cpus=_task_cpus())
+                                  device_used=first.device, workers=len(pool), cpus=_task_cpus(),
+                                  confined=first.sandboxed,
+                                  hidden=(os.path.realpath(results_dir),))
         wait_for_a_sandbox(pool)
         _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
         node = {"key": "", "host": host, "task": task, "device": first.device,

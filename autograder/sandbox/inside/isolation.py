@@ -59,29 +59,40 @@ def enter_own_namespaces(fresh: dict[str, int]) -> bool:
 
     Forks once: this process stays behind only to wait and pass the notebook's exit status on (it
     never returns); the returning process is PID 1 of the new namespace. False: not possible here."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                           ctypes.c_char_p]
+    libc = load_libc()
     uid, gid = os.getuid(), os.getgid()
     outside = _outside_tasks()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0:
         return False
-    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
-                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
-        with open(path, "w") as handle:
-            handle.write(text)
-    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    map_own_user(uid, gid)
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     for folder, size in sorted(fresh.items(), key=lambda item: item[0] != "/dev/shm"):
-        _fresh_tmpfs(libc, folder, size, hold="/dev/shm")
+        fresh_tmpfs(libc, folder, size, hold="/dev/shm")
     for task in outside:
-        _mount(libc, "none", f"/proc/{task}", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
-               "size=4k,mode=0555", missing_ok=True)
+        mount(libc, "none", f"/proc/{task}", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+              "size=4k,mode=0555", missing_ok=True)
     pid = os.fork()
     if pid != 0:
         _wait_and_pass_on(pid)  # never returns
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    _drop_capabilities(libc)
+    drop_capabilities(libc)
     return True
+
+
+def load_libc() -> ctypes.CDLL:
+    """The C library, with ``mount``'s argument types declared and ``errno`` kept."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                           ctypes.c_char_p]
+    return libc
+
+
+def map_own_user(uid: int, gid: int) -> None:
+    """In a user namespace just made: map only the user (and group) this process already is."""
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as handle:
+            handle.write(text)
 
 
 def _outside_tasks() -> list[str]:
@@ -97,24 +108,28 @@ def _outside_tasks() -> list[str]:
     return sorted(tasks)
 
 
-def _fresh_tmpfs(libc, folder: str, size: int, *, hold: str) -> None:
+def fresh_tmpfs(libc, folder: str, size: int, *, hold: str, carry: tuple[str, ...] | list[str] = (),
+                options: str = "", mode: str | None = None) -> None:
     """An empty tmpfs of ``size`` bytes on ``folder``; mounts below it (read-only binds of the
-    interpreter or the virtual environment) are moved aside under ``hold`` and back on top."""
-    below = [point for point in _mount_points() if point.startswith(folder.rstrip("/") + "/")]
-    below = [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]
+    interpreter or the virtual environment) and the ``carry`` folders below it are moved aside under
+    ``hold`` and back on top, so they stay where they were."""
+    inside = folder.rstrip("/") + "/"
+    below = [point for point in [*_mount_points(), *carry] if point.startswith(inside)]
+    below = sorted({p for p in below if not any(p != q and p.startswith(q + "/") for q in below)})
     if below and (hold == folder or hold.startswith(folder.rstrip("/") + "/")):
         raise OSError(f"mounts below {folder} cannot be carried through {hold}")
     carried = []
     for number, point in enumerate(below):
         aside = os.path.join(hold, f"{HOLD}-{number}")
         os.makedirs(aside)
-        _mount(libc, point, aside, None, MS_BIND | MS_REC)
+        mount(libc, point, aside, None, MS_BIND | MS_REC)
         carried.append((aside, point))
-    mode = "1777" if folder in ("/tmp", "/dev/shm") else "0700"
-    _mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size)},mode={mode}")
+    mode = mode or ("1777" if folder in ("/tmp", "/dev/shm") else "0700")
+    mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={int(size)},mode={mode}{options}")
     for aside, point in carried:
         os.makedirs(point, exist_ok=True)
-        _mount(libc, aside, point, None, MS_MOVE)
+        mount(libc, aside, point, None, MS_MOVE)
         os.rmdir(aside)
 
 
@@ -124,7 +139,7 @@ def _mount_points() -> list[str]:
                 if len(line.split()) > 4]
 
 
-def _mount(libc, source: str | None, target: str, kind: str | None, flags: int,
+def mount(libc, source: str | None, target: str, kind: str | None, flags: int,
            data: str | None = None, *, missing_ok: bool = False) -> None:
     encode = lambda text: text.encode() if text is not None else None  # noqa: E731
     if libc.mount(encode(source), encode(target), encode(kind), flags, encode(data)) != 0:
@@ -134,7 +149,7 @@ def _mount(libc, source: str | None, target: str, kind: str | None, flags: int,
         raise OSError(error, f"mount {target}: {os.strerror(error)}")
 
 
-def _drop_capabilities(libc) -> None:
+def drop_capabilities(libc) -> None:
     for cap in range(_LAST_CAP + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last one the kernel knows
     header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
