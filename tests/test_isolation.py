@@ -378,3 +378,44 @@ def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
     while box.state == "busy" and time.monotonic() < deadline:
         time.sleep(0.05)
         box.pump()
+
+
+# --------------------------------------------------------------------------- memory where it is spent
+
+
+def test_the_memory_cgroup_counts_tmpfs_and_stops_the_sandbox_at_its_limit():
+    """Pages written to a tmpfs are no process's resident memory, so the RSS watchdog cannot see
+    them; the sandbox's memory cgroup does: the notebook is stopped, the sandbox never holds more than
+    its limit, and the next notebook gets a working sandbox again."""
+    from autograder.sandbox.host import MemoryLimit, memory_cgroup_root
+
+    if os.geteuid() != 0 or memory_cgroup_root() is None:
+        pytest.skip("needs root and a writable memory cgroup (cgroup v1 or v2)")
+    box = SandboxProcess(memory_bytes=8 * 2**30)
+    box.start()
+    try:
+        box.wait_ready()
+        assert box.memory is not None and box.memory.path is not None
+        v2 = box.memory.version == "v2"
+        limit = box.memory.used_bytes() + 200 * 2**20
+        (box.memory.path / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(limit))
+        sandbox = _session(box)
+        flood = ("chunk = b'x' * 2**20\nwith open('/tmp/flood', 'wb') as f:\n"
+                 "    for _ in range(480):\n        f.write(chunk)\n")
+        with pytest.raises(remote.SandboxDied):
+            sandbox.run_cell(flood, 60)
+        peak = int((box.memory.path / ("memory.peak" if v2 else "memory.max_usage_in_bytes"))
+                   .read_text()) if box.memory.path is not None else None
+        assert peak is None or peak <= limit + 2**20, (peak, limit)
+    finally:
+        box.close()
+    again = SandboxProcess(memory_bytes=8 * 2**30)
+    again.start()
+    try:
+        again.wait_ready()
+        after = _session(again)
+        assert _values(after, "alive = 1", "alive") == {"alive": 1}
+        after.kill("done")
+    finally:
+        again.close()
+    assert isinstance(MemoryLimit.describe(), str) and "cgroup" in MemoryLimit.describe()

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from autograder.grading.execute import workers
-from autograder.grading.execute.limits import TemplateProbe, execution_limits
+from autograder.grading.execute.limits import TemplateProbe, execution_limits, sandbox_memory_bytes
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookRun, Submission
@@ -23,6 +23,7 @@ from autograder.grading.options import GradeOptions
 from autograder.grading.prepare import DeviceProbe, companion_files
 from autograder.grading.progress import ProgressBar
 from autograder.sandbox.host import SandboxProcess
+
 
 def trusted_folders(options: GradeOptions) -> tuple[str, ...]:
     """What the checker must not see: the course folder and, for a SQLite gradebook elsewhere, its
@@ -67,7 +68,8 @@ class LocalExecutor:
                                   device_used=device_used, workers=self.workers,
                                   cpus=os.cpu_count() or 1, confined=self.options.sandbox,
                                   hidden=trusted_folders(self.options))
-        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda")
+        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda",
+                               memory_bytes=sandbox_memory_bytes(self.options.memory_limit_gb))
                 for _ in range(self.workers)]
         queue: deque[tuple[Submission, NotebookRun]] = deque()
         first = next(work, _END)

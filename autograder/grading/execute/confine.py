@@ -59,7 +59,7 @@ def confine(*, workdir: str, scratch: str, hidden: tuple[str, ...]) -> str:
     if not as_root:
         isolation.map_own_user(uid, gid)
     isolation.mount(libc, None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
-    code = _code_folders()
+    code = code_folders()
     owner = f",uid={CHECKER_UID},gid={CHECKER_UID}" if as_root else ""
     isolation.fresh_tmpfs(libc, "/dev/shm", SHM_BYTES, hold="/dev/shm", options=owner)
     replaced = ["/tmp", *_unique(hidden), *(_untraversable(code) if as_root else [])]
@@ -88,7 +88,7 @@ def confine(*, workdir: str, scratch: str, hidden: tuple[str, ...]) -> str:
             f"{'read-only elsewhere' if read_only else 'NOT read-only elsewhere (no mount_setattr)'}")
 
 
-def _code_folders() -> list[str]:
+def code_folders() -> list[str]:
     """What the checker must still see (read-only): the interpreter, its packages, this package."""
     package = os.path.dirname(os.path.realpath(autograder.__file__))
     return sorted({*python_dirs(), package, os.path.dirname(os.path.realpath(sys.executable))})

@@ -54,6 +54,19 @@ class ExecutionLimits:
     hidden: tuple[str, ...] = ()  # folders the checker must not see (the course, the gradebook's)
 
 
+TEMPLATE_ALLOWANCE = 2 * 2**30  # the template and a fresh child's footprint, with room to spare
+
+
+def sandbox_memory_bytes(memory_limit_gb: float | None) -> int | None:
+    """The memory cgroup of one sandbox (``host.MemoryLimit``): the notebook's limit, plus the
+    template and the notebook's tmpfs (whose pages the RSS watchdog does not see); None: no limit."""
+    if not memory_limit_gb:
+        return None
+    from autograder.sandbox.inside.protocol import NOTEBOOK_TMPFS_BYTES
+
+    return int(memory_limit_gb * 2**30) + TEMPLATE_ALLOWANCE + sum(NOTEBOOK_TMPFS_BYTES.values())
+
+
 def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, device_used: str,
                      workers: int, cpus: int, confined: bool = True,
                      hidden: tuple[str, ...] = ()) -> ExecutionLimits:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from autograder.errors import GradingError
 from autograder.grading.execute import workers
-from autograder.grading.execute.limits import execution_limits
+from autograder.grading.execute.limits import execution_limits, sandbox_memory_bytes
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.model import ExecutionJob
 from autograder.grading.slurm.chunks import write_result
@@ -81,7 +81,8 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
     host = socket.gethostname()
     task = _task_id()
     workers.start_template()
-    pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda")
+    pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda",
+                           memory_bytes=sandbox_memory_bytes(first.memory_limit_gb))
             for _ in range(max(1, min(first.workers or _task_cpus(),
                                      sum(len(work.notebooks) for work in chunk))))]
     with (_Stopping() as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,

@@ -317,6 +317,11 @@ def _child(job: dict, workdir: str, data: socket.socket, paths: list[str],
     if ISOLATED and not isolation.enter_own_namespaces(fresh):  # from here on: PID 1 of its own
         raise SystemExit("the notebook's own namespaces could not be made")
     _write_companions(workdir, paths, blobs)
+    try:  # the sandbox's memory cgroup stops the notebook, not the template that runs the next one
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
     os.setsid()
     os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
     os.chdir(workdir)
