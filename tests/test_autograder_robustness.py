@@ -219,7 +219,7 @@ def _graded(root: Path, students: list[str]) -> set[str]:
 
 
 def _record_mtime(root: Path, student: str) -> float:
-    return (root / "autograded" / student / toy.ASSIGNMENT / "autograder.json").stat().st_mtime
+    return (root / "autograded" / student / ".autograder" / f"{toy.ASSIGNMENT}.json").stat().st_mtime
 
 
 def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
@@ -323,3 +323,24 @@ def test_a_kill_between_the_commit_and_the_folder_swap_leaves_it_to_be_regraded(
     assert "2 * x" in (folder / f"{toy.ASSIGNMENT}.ipynb").read_text()
     assert (folder / "timestamp.txt").read_text().startswith("2026-12-01 11")
     assert not list(folder.parent.glob(f"{toy.ASSIGNMENT}.old-*"))
+
+
+def test_a_submission_with_old_nbgrader_metadata_leaves_no_autograded_folder(tmp_path):
+    """nbgrader refuses a notebook whose nbgrader metadata is of an old schema version; so does the
+    autograder, and (its one documented rule) an ungradable submission leaves no gradebook row and no
+    ``autograded/<student>/`` folder."""
+    root = toy.make_toy_course(tmp_path / "course")
+    path = toy.submit(root, "old")
+    nb = __import__("nbformat").read(path, as_version=4)
+    for cell in nb.cells:
+        if "nbgrader" in cell.metadata:
+            cell.metadata.nbgrader["schema_version"] = 1
+    __import__("nbformat").write(nb, path)
+    summary = grade(course_root=root, allow_cpu=True, progress=False)
+    result = next(r for r in summary.results if r.student == "old")
+    assert result.status == "failed" and "Outdated schema version" in " ".join(
+        result.reasons), result
+    assert not (root / "autograded" / "old").exists()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        with pytest.raises(MissingEntry):
+            gb.find_submission(toy.ASSIGNMENT, "old")

@@ -40,9 +40,8 @@ from autograder.grading.nbgrader_seam import (
     nbgrader_resources,
     one_transaction,
 )
-from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings
-
-RUN_RECORD = "autograder.json"  # per submission: device, timings, and why cells failed
+from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings, discard_stage
+from autograder.grading.run_record import RUN_RECORD, move_record_out, read_record
 
 
 def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
@@ -97,7 +96,7 @@ def record(course: Course, steps: AutogradeSteps, gb: Gradebook, submission: Sub
     try:
         return record_submission(course, steps, gb, submission, logger=logger, device=device)
     except Exception as error:  # noqa: BLE001 - reported, the batch goes on
-        shutil.rmtree(submission.stage, ignore_errors=True)
+        discard_stage(submission.stage)
         why = str(error) if isinstance(error, GradingError) else f"{type(error).__name__}: {error}"
         return SubmissionResult(submission.student, submission.assignment, "failed",
                                 reasons=(f"not graded: {why}",))
@@ -191,13 +190,14 @@ def _put_back(aside: Path | None, final: Path) -> None:
 
 
 def _swap_in(stage: Path, final: Path, aside: Path | None) -> None:
-    """After the commit: the staged folder becomes ``autograded/<student>/<assignment>/``."""
+    """After the commit: the staged folder becomes ``autograded/<student>/<assignment>/`` (its run
+    record goes beside it, out of what nbgrader copies into feedback)."""
     os.replace(stage, final)
+    move_record_out(final)
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
 def read_run_record(course: Course, *, student: str, assignment: str) -> dict | None:
     """The autograder's note about a graded submission (None if nbgrader graded it, or none yet)."""
-    path = course.step_dir("autograded", student, assignment) / RUN_RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_record(course.step_dir("autograded", student, assignment))
