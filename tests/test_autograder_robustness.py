@@ -76,6 +76,22 @@ def test_failures_score_zero_after_the_failure_and_keep_earlier_points(graded_to
     assert any(reason in why for why in record["problems"])
 
 
+def test_a_dying_kernel_reaches_the_instructor_as_nbgrader_does(graded_toy):
+    """nbgrader leaves the grade cells of a notebook whose kernel died in formgrader's manual-grade
+    queue; the autograder does so for the grade cells the dead process never ran (0 points until an
+    instructor decides), keeps the scores of those that ran, and says "needs review". A time or memory
+    limit is the limit's verdict: no review."""
+    root, results = graded_toy
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        def flagged(student):
+            nb = gb.find_submission_notebook(toy.ASSIGNMENT, toy.ASSIGNMENT, student)
+            return sorted(g.name for g in nb.grades if g.needs_manual_grade)
+        assert flagged("crashes") == ["test_torch_sum", "test_total", "test_total_gpu"]
+        assert flagged("hangs") == flagged("hogs") == flagged("ref") == []
+    assert any("needs review" in why and "test_total" in why for why in results["crashes"].reasons)
+    assert not any("needs review" in why for why in results["hangs"].reasons)
+
+
 def _course(root):
     from autograder.course import load_course
 

@@ -33,7 +33,7 @@ from sqlalchemy.exc import SAWarning
 import autograder
 from autograder.course import Course
 from autograder.errors import GradingError
-from autograder.grading.model import GRADE, NotebookOutcome, Submission, SubmissionResult
+from autograder.grading.model import GRADE, NotebookOutcome, NotebookRun, Submission, SubmissionResult
 from autograder.grading.nbgrader_seam import (
     AutogradeSteps,
     borrowed_gradebook,
@@ -138,6 +138,11 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 nb = steps.run(steps.after_execute, nb, resources, logger)
                 nbformat.write(nb, submission.stage / f"{nb_run.name}.ipynb")
                 reasons += [f"{nb_run.name}.ipynb: {r}" for r in nb_reasons]
+                review = _for_manual_review(gb, nb, nb_run, assignment=assignment, student=student)
+                if review:
+                    reasons.append(f"{nb_run.name}.ipynb: {NEEDS_REVIEW}: the notebook's process died "
+                                   f"before {', '.join(review)} ran; flagged for manual grading "
+                                   "(formgrader), 0 points until then")
                 run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.outcome.seconds, 3),
                                                         "reason": nb_run.outcome.reason}
             gb.db.flush()
@@ -157,6 +162,28 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     seconds = sum(r.outcome.seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons))
+
+
+NEEDS_REVIEW = "needs review"
+
+
+def _for_manual_review(gb: Gradebook, nb: NotebookNode, nb_run: NotebookRun, *, assignment: str,
+                       student: str) -> list[str]:
+    """Grade cells the checker never ran because the student's process died (not a time or memory
+    limit: those are the limits' verdicts). nbgrader leaves such a notebook's grade cells ungraded
+    (no score) and in formgrader's manual-grade queue; so are these (0 points until an instructor
+    decides), while the cells that ran before keep their scores."""
+    run = nb_run.outcome
+    if run.reason is None or run.failed_ename != "KernelDied" or run.running_cell is None:
+        return []
+    flagged = []
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if index >= run.running_cell and meta.get("grade") and index not in run.outputs:
+            grade = gb.find_grade(meta["grade_id"], nb_run.name, assignment, student)
+            grade.auto_score, grade.needs_manual_grade = None, True  # as nbgrader leaves it
+            flagged.append(meta["grade_id"])
+    return flagged
 
 
 def _keep_files(stage: Path, files: dict[str, bytes]) -> None:

@@ -601,9 +601,14 @@ DECISION = ("a submission that cannot be graded leaves no gradebook row and no a
 
 
 def ungraded_row(row: Any) -> bool:
-    """A gradebook row as nbgrader leaves it when grading fails: notebooks without any grade."""
+    """A gradebook row as nbgrader leaves it when grading fails: notebooks without any grade, or
+    whose grade rows hold no score at all (nbgrader added the notebook, then refused it)."""
     notebooks = row.get("notebooks") if isinstance(row, dict) else None
-    return isinstance(notebooks, dict) and all(not nb.get("grades") for nb in notebooks.values())
+    return isinstance(notebooks, dict) and all(
+        all(g.get("auto_score") is None and g.get("manual_score") is None
+            for g in (nb.get("grades") or {}).values())
+        and not any((nb.get("comments") or {}).values())
+        for nb in notebooks.values())
 
 
 EMPTY_FOLDER = {".": {"type": "dir"}}

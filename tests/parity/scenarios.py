@@ -25,9 +25,10 @@ removed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
-from .harness import Copy, CopyCourse, Empty, Mkdir, Remove, Scenario, Step, Write
+from .harness import FILES, Copy, CopyCourse, Empty, Mkdir, Remove, Scenario, Step, Write
 
 # The fixture notebooks (nbgrader's names, stored as NAME.ipynb.json)
 UNCHANGED = "submitted-unchanged.ipynb"
@@ -79,6 +80,32 @@ def timestamp(student: str, text: str) -> Write:
 
 def autograded(student: str, name: str) -> str:
     return f"autograded/{student}/{{a}}/{name}"
+
+
+def changed_fixture(fixture: str, change) -> str:
+    """The text of a vendored fixture notebook after ``change(nb)`` (a submission of the follow-up
+    scenarios below, built on nbgrader's own fixtures)."""
+    nb = json.loads((FILES / f"{fixture}.json").read_text())
+    change(nb)
+    return json.dumps(nb, indent=1)
+
+
+def _cell(nb: dict, grade_id: str) -> dict:
+    return next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _kernel_dies(nb: dict) -> None:
+    _cell(nb, "set_a")["source"] = "a = 1\nimport os\nos._exit(1)\n"
+
+
+def _old_metadata(nb: dict) -> None:
+    for cell in nb["cells"]:
+        if "nbgrader" in cell["metadata"]:
+            cell["metadata"]["nbgrader"]["schema_version"] = 1
+
+
+def _grade_cell_deleted(nb: dict) -> None:
+    nb["cells"].remove(_cell(nb, "bar"))
 
 
 def two_graded(source_fixture: str, foo: str, bar: str, name: str, **kw) -> Scenario:
@@ -272,11 +299,25 @@ PORTED: tuple[Scenario, ...] = (
         # timeout=2 secs, 1 was causing an asyncio error on Windows
         Step(args=("--student", "bar"), config="c.Execute.timeout = 2"),
     )),
+    # Follow-ups on nbgrader's fixtures (issue 32), beyond its own test file:
+    Scenario("kernel_dies", source=(src(UNCHANGED),), steps=(Step(nbgrader_fails=True, before=(
+        Write("submitted/foo/{a}/p1.ipynb", changed_fixture(CHANGED, _kernel_dies)),
+        sub("bar", CHANGED))),)),
+    Scenario("old_metadata", source=(src(UNCHANGED),), steps=(Step(nbgrader_fails=True, before=(
+        Write("submitted/foo/{a}/p1.ipynb", changed_fixture(CHANGED, _old_metadata)),)),)),
+    Scenario("grade_cell_deleted", source=(src(UNCHANGED),), steps=(Step(before=(
+        Write("submitted/foo/{a}/p1.ipynb", changed_fixture(CHANGED, _grade_cell_deleted)),
+        sub("bar", CHANGED))),)),
 )
 
 # What the autograder does differently today, scenario by scenario, with the likely cause (issue 16).
 # A fix makes the scenario XPASS, which fails the suite: then remove its entry here.
 DIFFERS: dict[str, str] = {
+    "kernel_dies": "kept on purpose (README, parity): the notebook's grade cells are ungraded and in "
+                   "the manual-grade queue in both, but the autograder writes the autograded "
+                   "notebook (formgrader needs it to grade by hand; it shows why) and exits 0 — a "
+                   "student's own crash must not fail the instructor's batch; the summary and the run "
+                   "record say 'needs review'",
 }
 
 SCENARIOS: tuple[Scenario, ...] = tuple(replace(s, differs=DIFFERS.get(s.name)) for s in PORTED)
