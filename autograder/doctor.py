@@ -105,7 +105,13 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     from autograder.errors import GradingError
     from autograder.grading import CHECKER_UID
     from autograder.sandbox import channel
-    from autograder.sandbox.host import MemoryLimit, ProcessLimit, SandboxProcess, python_dirs
+    from autograder.sandbox.host import (
+        SANDBOX_UID,
+        MemoryLimit,
+        ProcessLimit,
+        SandboxProcess,
+        python_dirs,
+    )
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -155,9 +161,10 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     result.add("sandbox memory", MemoryLimit.describe())
     checker = _check_checker(course_root)
     result.add("checker", checker)
-    result.add("uids", f"grader {os.geteuid()}; checker "
-               f"{CHECKER_UID if os.geteuid() == 0 else os.geteuid()}; sandbox {probe['uid']} inside "
-               f"its user namespace ({os.geteuid()} outside, without capabilities)")
+    root = os.geteuid() == 0
+    result.add("uids", f"grader {os.geteuid()}; checker {CHECKER_UID if root else os.geteuid()}; "
+               f"sandbox {probe['uid']} inside its user namespace, "
+               f"{SANDBOX_UID if root else os.geteuid()} outside it, without capabilities")
     return ok and not checker.startswith("NOT")
 
 

@@ -240,8 +240,8 @@ def test_processes_are_limited_and_do_not_outlive_the_notebook(box):
 
 
 def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
-    """Where no pids cgroup can be made (and RLIMIT_NPROC does not bind root), the template counts
-    the sandbox's tasks and stops the notebook past its limit."""
+    """Where no pids cgroup can be made and no RLIMIT_NPROC binds (root is exempt from it), the
+    template counts the sandbox's tasks and stops the notebook past its limit."""
     from autograder.sandbox import host as policy
 
     monkeypatch.setattr(policy, "pids_cgroup_root", lambda: None)
@@ -250,7 +250,7 @@ def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
     try:
         lonely.wait_ready()
         assert lonely.processes is not None and lonely.processes.path is None
-        session = _session(lonely, nproc=40)
+        session = _session(lonely)  # no RLIMIT_NPROC either: the template's count is the limit
         bomb = ("import os, time\nfor _ in range(300):\n    if os.fork() == 0:\n"
                 "        time.sleep(600); os._exit(0)\ntime.sleep(5)\n")
         with pytest.raises(remote.SandboxDied, match="processes and threads passed the limit"):

@@ -33,7 +33,13 @@ from sqlalchemy.exc import SAWarning
 import autograder
 from autograder.course import Course
 from autograder.errors import GradingError
-from autograder.grading.model import GRADE, NotebookOutcome, NotebookRun, Submission, SubmissionResult
+from autograder.grading.model import (
+    GRADE,
+    NotebookOutcome,
+    NotebookRun,
+    Submission,
+    SubmissionResult,
+)
 from autograder.grading.nbgrader_seam import (
     AutogradeSteps,
     borrowed_gradebook,

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.errors import GradingError
-from autograder.sandbox.inside import protocol, wire
+from autograder.sandbox.inside import isolation, protocol, wire
 from autograder.sandbox.inside.protocol import Kind
 
 KERNEL_DIR = Path(__file__).resolve().parent / "inside"  # all that bubblewrap mounts of this package
 INSIDE_KERNEL_DIR = "/opt/autograder-sandbox"
 WORK_MB, TMP_MB = 512, 512
 START_TIMEOUT_S = 120.0
-SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace
+SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace, and outside it as root
 
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
@@ -128,6 +128,12 @@ def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
                            "`autograder doctor` checks it; --no-sandbox grades without one "
                            "(debugging only: submissions can then read and change the course)")
     return bwrap_command(bwrap=bwrap, gpu=gpu) + program
+
+
+def sandbox_code_folders() -> list[str]:
+    """What bubblewrap binds from this machine that lies outside the system folders."""
+    folders = [*python_dirs(), str(KERNEL_DIR), os.path.join(sys.prefix, "bin")]
+    return sorted({os.path.realpath(f) for f in folders if os.path.isdir(f)})
 
 
 SANDBOX_PROCESSES = 512  # processes and threads of one sandbox (its template and the notebook's)
@@ -321,10 +327,14 @@ class SandboxProcess:
         self.control, self.state, self.started = ours, "starting", time.monotonic()
 
     def _enter_cgroups(self) -> None:
-        """In the sandbox's process, before it execs bubblewrap (``preexec_fn``)."""
+        """In the sandbox's process, before it execs bubblewrap (``preexec_fn``): its cgroups, then,
+        grading as root, an unprivileged uid — the sandbox's processes are ``SANDBOX_UID`` outside
+        their user namespace too, never root (``isolation.become``)."""
         for cgroup in (self.processes, self.memory):
             if cgroup is not None:
                 cgroup.enter()
+        if os.geteuid() == 0:
+            isolation.become(SANDBOX_UID, sandbox_code_folders())
 
     def fileno(self) -> int:
         return self.control.fileno()

@@ -27,7 +27,6 @@ import ctypes
 import os
 import stat
 import sys
-from pathlib import Path
 
 import autograder
 from autograder.sandbox.host import python_dirs
@@ -62,7 +61,8 @@ def confine(*, workdir: str, scratch: str, hidden: tuple[str, ...]) -> str:
     code = code_folders()
     owner = f",uid={CHECKER_UID},gid={CHECKER_UID}" if as_root else ""
     isolation.fresh_tmpfs(libc, "/dev/shm", SHM_BYTES, hold="/dev/shm", options=owner)
-    replaced = ["/tmp", *_unique(hidden), *(_untraversable(code) if as_root else [])]
+    blocked = isolation.untraversable(code, uid=CHECKER_UID) if as_root else []
+    replaced = ["/tmp", *_unique(hidden), *blocked]
     for folder in _outermost(replaced):
         if os.path.isdir(folder):
             isolation.fresh_tmpfs(libc, folder, TMP_BYTES, hold="/dev/shm", carry=code,
@@ -92,19 +92,6 @@ def code_folders() -> list[str]:
     """What the checker must still see (read-only): the interpreter, its packages, this package."""
     package = os.path.dirname(os.path.realpath(autograder.__file__))
     return sorted({*python_dirs(), package, os.path.dirname(os.path.realpath(sys.executable))})
-
-
-def _untraversable(code: list[str]) -> list[str]:
-    """The highest folder on the way to each code folder that other users cannot enter (``/root``)."""
-    found = []
-    for folder in code:
-        parts = Path(folder).parts
-        for depth in range(2, len(parts) + 1):
-            ancestor = str(Path(*parts[:depth]))
-            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-                found.append(ancestor)
-                break
-    return found
 
 
 def _unique(paths) -> list[str]:

@@ -33,7 +33,7 @@ import signal
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC = 0x10000000, 0x20000000, 0x20000, 0x8000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 8192, 16384, 1 << 18
 HOLD = ".autograder-carried"  # where mounts below a fresh folder wait while it is replaced
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 4, 38, 24
 _CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63
 
@@ -62,6 +62,11 @@ def enter_own_namespaces(fresh: dict[str, int]) -> bool:
     libc = load_libc()
     uid, gid = os.getuid(), os.getgid()
     outside = _outside_tasks()
+    # the template is non-dumpable, and so is this fork of it: its /proc/self files would belong to
+    # the global root, whom the sandbox's user namespace does not map (it maps one unprivileged
+    # uid), and it could not write its own uid_map. The notebook's process may be dumpable: only
+    # its own processes can see it
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0:
         return False
     map_own_user(uid, gid)
@@ -93,6 +98,40 @@ def map_own_user(uid: int, gid: int) -> None:
                        ("/proc/self/gid_map", f"{gid} {gid} 1")):
         with open(path, "w") as handle:
             handle.write(text)
+
+
+def untraversable(folders: list[str], *, uid: int) -> list[str]:
+    """For each of ``folders``, the highest folder on the way to it that ``uid`` (not its owner)
+    cannot enter, like ``/root`` (mode 700): a process of that uid can reach those folders only
+    through a tmpfs put there, carrying them."""
+    found = set()
+    for folder in folders:
+        parts = folder.rstrip("/").split("/")
+        for depth in range(2, len(parts) + 1):
+            ancestor = "/".join(parts[:depth])
+            info = os.stat(ancestor)
+            if info.st_uid != uid and not info.st_mode & 0o001:
+                found.add(ancestor)
+                break
+    return sorted(found)
+
+
+def become(uid: int, code: list[str]) -> None:
+    """As root, in a (single-threaded) child about to exec: a private mount namespace in which the
+    ``code`` folders are reachable by ``uid`` (folders on the way that it could not enter become
+    tmpfs carrying them), then ``uid`` for good (groups dropped)."""
+    libc = load_libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare: " + os.strerror(ctypes.get_errno()))
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    blocked = untraversable(code, uid=uid)
+    if blocked:
+        fresh_tmpfs(libc, "/dev/shm", 1 << 20, hold="/dev/shm")
+        for folder in blocked:
+            fresh_tmpfs(libc, folder, 1 << 20, hold="/dev/shm", carry=code, mode="0755")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def _outside_tasks() -> list[str]:
