@@ -28,7 +28,8 @@ Across catalogues (``check_catalogues``):
 - **first-use**: on each page (chapter, intro, exercise), the first occurrence of a ``first`` term in
   running text (a unit with 。，；！ or ？: headings and labels are skipped) carries its English in
   full-width parentheses right after it, or after the compound (up to four more characters) it
-  begins: 「張量（tensor）」, 「kernel（核函式）」, 「最佳化器狀態（optimizer state）」; ``first-ok:
+  begins: 「張量（tensor）」, 「kernel（核函式）」, 「最佳化器狀態（optimizer state）」 (inside
+  parentheses already, after a comma: 「（Adam 的動差，moment）」); ``first-ok:
   <term>`` on an entry skips it;
 - **inconsistent**: the same English unit translated differently on two pages, and the consistency
   report: an English term rendered more than one way (its target and a retired rendering) across pages;
@@ -320,7 +321,7 @@ def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[pol
                 continue
             after = zh[at + len(term.target):]
             after = after[_COMPOUND.match(after).end():].lstrip(" ")
-            gloss = re.match(r"（([^）]*)）", after)
+            gloss = re.match(r"[（，]([^（）]*)）", after)  # 「張量（tensor）」, inside （…）: 「動差，moment）」
             if not gloss or term.first.lower() not in gloss.group(1).lower():
                 found.append((entry, f"first use of {term.target!r} on this page: write "
                                      f"「{term.target}（{term.first}）」"))
