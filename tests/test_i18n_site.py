@@ -192,6 +192,36 @@ def test_theme_strings_terminology_page_and_footer_are_chinese():
     assert not (HTML / f"{TERMINOLOGY}.html").exists()
 
 
+# The characters of ``text`` that the page's own font stack draws narrower than full width: a CJK font
+# draws every ideograph one em wide; without one chromium draws a narrow hex box (measured: 12 px at
+# 32 px against 32 px with fonts-noto-cjk).
+_DRAWN_AS_BOXES = r"""(text) => {
+  const font = getComputedStyle(document.querySelector("article.bd-article section p")).fontFamily;
+  const ctx = document.createElement("canvas").getContext("2d");
+  ctx.font = `32px ${font}`;
+  return Array.from(text).filter((c) => ctx.measureText(c).width < 0.9 * 32);
+}"""
+
+
+@pytest.mark.browser
+def test_a_zh_tw_page_with_a_figure_is_seen_in_chinese(page, site_url):
+    """What a reader sees, not only what the HTML holds: on a zh-TW page with a figure, every Chinese
+    character of the title and the first paragraphs is drawn with a real glyph (make installs
+    fonts-noto-cjk: Makefile SYSTEM_FONTS), and the page is kept as a screenshot."""
+    page.goto(urljoin(site_url, f"{FOLDER}/chapters/01_memory_accounting.html"))
+    _settle(page)
+    assert page.locator("article.bd-article img").count() >= 1, "the page has no figure"
+    title = page.locator("article.bd-article h1").first.inner_text()
+    paragraphs = " ".join(page.locator("article.bd-article section p").all_inner_texts()[:3])
+    chinese = "".join(dict.fromkeys(c for c in title + paragraphs if "\u4e00" <= c <= "\u9fff"))
+    assert len(chinese) > 20, f"not a Chinese page: {title!r}"
+    boxes = page.evaluate(_DRAWN_AS_BOXES, chinese)
+    assert not boxes, (f"chromium draws {''.join(boxes)!r} as boxes: no CJK font (run `make system-deps`, "
+                       "which installs fonts-noto-cjk)")
+    page.locator("article.bd-article img").first.scroll_into_view_if_needed()
+    screenshot(page, "site/zh-tw_page_with_figure", full_page=False)
+
+
 def test_untranslated_units_are_marked_and_translated_ones_shown():
     """A page with units not yet translated shows the mark in its article; a fully translated page
     (the exercises) shows none; the sidebar's captions are translated."""
