@@ -406,3 +406,69 @@ def test_search_dictionary_and_terminology_page():
     config = yaml.safe_load(files["_config.yml"])
     assert config["sphinx"]["config"]["html_search_options"]["dict"] == SEARCH_DICTIONARY
     assert config["author"] != yaml.safe_load((ROOT / "_config.yml").read_text())["author"]
+
+
+# --- the figures' texts (figures.po, _ext/figure_i18n.py) ----------------------------------------
+
+def test_figure_texts_come_from_the_code_cells(tmp_path):
+    from autograder.i18n import figures
+
+    texts = {text for text, _, _ in figures.figure_texts(ROOT)}
+    assert {"bit layout", "sign", "exponent", "fraction", "measured on {0}", "achieved FLOP/s",
+            "Memory of one training step", "optimizer state"} <= texts
+    assert "arrowstyle" not in texts and "lower right" not in texts  # options, not labels
+    assert figures.cell_texts('ax.set_title(f"{n} layer{s}")\nax.plot(x, label="loss")') == \
+        ["{0} layer{1}", "loss"]
+    assert figures.cell_texts('x = ["not", "a figure"]') == []
+    copy = _course_copy(tmp_path)
+    before = figures.catalogue_path(LANGUAGE, copy).read_bytes()
+    _, entries, translated = figures.update(LANGUAGE, copy)
+    assert figures.catalogue_path(LANGUAGE, copy).read_bytes() == before, "figures.po is out of step: " \
+        "run `python -m autograder.i18n update`"
+    assert entries == translated == len(texts)
+
+
+def _figure_i18n():
+    sys.path.insert(0, str(ROOT / "_ext"))
+    try:
+        import figure_i18n
+    finally:
+        sys.path.pop(0)
+    return figure_i18n
+
+
+def test_figure_translator_fills_fields():
+    translate = _figure_i18n().translator({"measured on {0}": "量測於 {0}", "bits": "位元",
+                                           "{0}: peak {1} MiB": "{0}：峰值 {1} MiB"})
+    assert translate("bits") == "位元" and translate("bit") is None
+    assert translate("measured on NVIDIA H100") == "量測於 NVIDIA H100"
+    assert translate("Adam: peak 12.5 MiB") == "Adam：峰值 12.5 MiB"
+
+
+def test_a_captured_figure_is_redrawn_with_translated_labels():
+    import pickle
+
+    import matplotlib
+    from browser import in_ci
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    module = _figure_i18n()
+    font = module.cjk_font()
+    if font is None:
+        message = "no CJK font: `make system-deps` installs fonts-noto-cjk"
+        pytest.fail(message) if in_ci() else pytest.skip(message)
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4], label="parameters")
+    ax.set_title("measured on CPU")
+    ax.legend()
+    capture = pickle.dumps((fig, {"bbox_inches": "tight"}))
+    plt.close(fig)
+    png, shown = module.translate_figure(capture, module.translator(
+        {"parameters": "參數", "measured on {0}": "量測於 {0}"}), font)
+    assert "參數" in shown and "量測於 CPU" in shown and "parameters" not in shown
+    import io
+
+    assert Image.open(io.BytesIO(png)).text["Description"].split("\n") == shown

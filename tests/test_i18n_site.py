@@ -8,6 +8,7 @@ Run after `make site` (it builds both editions; the zh-TW build's log is _build/
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -220,6 +221,31 @@ def test_a_zh_tw_page_with_a_figure_is_seen_in_chinese(page, site_url):
                        "which installs fonts-noto-cjk)")
     page.locator("article.bd-article img").first.scroll_into_view_if_needed()
     screenshot(page, "site/zh-tw_page_with_figure", full_page=False)
+
+
+def _figures(html: Path, docname: str) -> list[Path]:
+    text = (html / f"{docname}.html").read_text(encoding="utf-8")
+    found = re.findall(r'<img[^>]+src="([^"]+_images/[^"]+\.png)"', text)
+    return [(html / docname).parent / src for src in found]
+
+
+@pytest.mark.parametrize(("docname", "labels"), [
+    ("chapters/01_memory_accounting", {"位元配置", "符號", "指數", "小數", "範圍"}),
+    ("chapters/09_optimizers_and_training", {"一個訓練步驟的記憶體", "參數", "活化值", "最佳化器狀態"}),
+])
+def test_zh_tw_figures_show_zh_tw_labels(docname, labels):
+    """The figure files of a zh-TW page are the English figures redrawn with their labels from
+    figures.po (_ext/figure_i18n.py): the texts each PNG shows are in its Description."""
+    require_build()
+    from PIL import Image
+
+    english, chinese = _figures(HTML, docname), _figures(ZH_HTML, docname)
+    assert chinese and len(chinese) == len(english), f"{docname}: {len(chinese)} zh-TW figures"
+    shown = set()
+    for en, zh in zip(english, chinese, strict=True):
+        assert en.read_bytes() != zh.read_bytes(), f"{zh.name}: still the English figure"
+        shown |= set(Image.open(zh).text.get("Description", "").split("\n"))
+    assert labels <= shown, f"{docname}: missing {labels - shown} (shown: {sorted(shown)[:12]})"
 
 
 def test_untranslated_units_are_marked_and_translated_ones_shown():

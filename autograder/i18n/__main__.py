@@ -1,6 +1,7 @@
 """``python -m autograder.i18n``: keep the translation catalogues in step with the English sources.
 
     python -m autograder.i18n update [--language zh_TW]   rewrite every catalogue from its source
+                                                          (figures.po: the figures' texts, figures.py)
     python -m autograder.i18n check [FILES...] [--summary] report what each catalogue still lacks
                                                           (exit 1 when anything does)
     python -m autograder.i18n pages [--language zh_TW]    write the translated book's sources into
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _update(root: Path, language: str) -> int:
+    from autograder.i18n import figures
     from autograder.i18n.catalogue import sources, update
 
     for source in sources(root):
@@ -49,6 +51,8 @@ def _update(root: Path, language: str) -> int:
         stale = f", {len(result.fuzzy)} newly fuzzy" if result.fuzzy else ""
         print(f"{result.path.relative_to(root)}: {result.entries} entries, "
               f"{result.translated} translated{stale}, {result.obsolete} obsolete")
+    path, entries, translated = figures.update(language, root)
+    print(f"{path.relative_to(root)}: {entries} figure texts, {translated} translated")
     return 0
 
 

@@ -56,6 +56,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s](?:[^$]*?[^$\s])?\$")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _TEXT_BODY = re.compile(r"\\text\{([^{}]*)\}")
+_FIELD = re.compile(r"\{\d+\}")  # a field of an f-string figure text (figures.po)
 _SENTENCE = re.compile(r"[。，；！？]")  # running text, not a heading or a label
 _COMPOUND = re.compile(r"[\u3400-\u9fff]{0,4}")  # 最佳化器狀態（optimizer state）: the gloss of a compound
 
@@ -181,7 +182,9 @@ def protected(text: str) -> Counter[str]:
 
 
 def prose(text: str, *, keep_math: bool = False) -> str:
-    """``text`` without what ``protected`` finds (numbers and words inside code are not prose)."""
+    """``text`` without what ``protected`` finds (numbers and words inside code are not prose), nor a
+    figure text's ``{0}`` fields."""
+    text = _FIELD.sub(" ", text)
     for pattern in (_ROLE, _CODE, _MATH, _LINK_TARGET):
         if not (keep_math and pattern is _MATH):
             text = pattern.sub(" ", text)
@@ -299,8 +302,8 @@ def check_catalogue(path: Path, glossary: Mapping[str, str] | Iterable[Term], *,
 
 def is_page(path: Path) -> bool:
     """A catalogue a reader meets as one page: a chapter, the intro, an exercise (not the title,
-    the captions or the references)."""
-    return Path(path).name not in ("_config.po", "_toc.po", "references.po")
+    the captions, the references or the figures' texts)."""
+    return Path(path).name not in ("_config.po", "_toc.po", "references.po", "figures.po")
 
 
 def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[polib.POEntry, str]]:

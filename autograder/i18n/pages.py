@@ -6,7 +6,8 @@ answers every page: ``execute.cache`` points at it), the release's translated no
 pages, ``language`` set for Sphinx (its Chinese search, the theme's strings) and the language switch
 pointing back to the English edition. ``make site`` builds it into ``_build/html/<folder>/``.
 
-Two files only this edition has, both generated from ``locales/<lang>/glossary.tsv``:
+Files only this edition has: ``figure-translations.json`` (``figures.po`` as a table: the zh-TW labels
+``_ext/figure_i18n.py`` draws the figures with), and two generated from ``locales/<lang>/glossary.tsv``:
 
 - ``terminology.md``, the 中英術語對照 page (last in the Reference part; no language switch);
 - ``search-dictionary.txt``, the jieba user dictionary Sphinx's Chinese search segments the pages with
@@ -19,6 +20,7 @@ Two files only this edition has, both generated from ``locales/<lang>/glossary.t
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from pathlib import Path
 import polib
 import yaml
 
-from autograder.i18n import LANGUAGES
+from autograder.i18n import LANGUAGES, figures
 from autograder.i18n.catalogue import catalogue_path, sources, translations
 from autograder.i18n.render import render
 from autograder.i18n.segment import split_myst
@@ -37,6 +39,7 @@ COPIED = ("_ext", "references.bib", "data")
 NOTES_DIR = "notes"  # locales/<lang>/notes/<page>.md: text of this edition only (after the page's title)
 TERMINOLOGY = "terminology"  # the glossary as a page of this edition only
 SEARCH_DICTIONARY = "search-dictionary.txt"
+FIGURE_TRANSLATIONS = "figure-translations.json"  # figures.po as a table for _ext/figure_i18n.py
 SEARCH_TERMS = "search-terms.txt"  # locales/<lang>/: compounds to keep whole that no rule above finds
 _CJK = "\u3400-\u9fff"
 _BOLD = re.compile(rf"\*\*([{_CJK}]{{2,5}})\*\*")  # a term set in bold, not a phrase
@@ -111,9 +114,14 @@ def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[st
             files[f"exercises/{assignment}/{assignment}.ipynb"] = released.read_bytes()
     files[f"{TERMINOLOGY}.md"] = terminology_page(language, root).encode("utf-8")
     files[SEARCH_DICTIONARY] = "".join(f"{word}\n" for word in search_words(language, root)).encode("utf-8")
+    files[FIGURE_TRANSLATIONS] = json.dumps(figures.translations(language, root), ensure_ascii=False,
+                                            indent=0, sort_keys=True).encode("utf-8")
     files["_toc.yml"] = _translated_toc(language, root).encode("utf-8")
     config = book_config(language, root)
     config["execute"]["cache"] = str(cache)
+    # the English build's figure captures, beside its cache (_ext/figure_i18n.py)
+    config["sphinx"]["config"]["figure_captures"] = str(Path(cache).parent / "figures")
+    config["sphinx"]["config"]["figure_translations"] = FIGURE_TRANSLATIONS
     # the dictionary's hash in the config: a changed dictionary makes Sphinx re-index every page
     config["sphinx"]["config"]["html_search_options"]["dict_sha256"] = \
         hashlib.sha256(files[SEARCH_DICTIONARY]).hexdigest()[:16]
