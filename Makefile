@@ -37,7 +37,7 @@ site: $(STAMP)
 	done
 
 ## 2. Run the whole test suite (builds the site first, from the cache).
-test: site system-deps node-deps
+test: system-deps site node-deps  # system-deps first: the zh-TW figures are drawn with its CJK font
 	$(BIN)/python -m pytest
 
 ## npm packages the tests drive: JupyterHub's proxy (tests/test_service_hub.py), inside .venv.

@@ -80,7 +80,7 @@ def enable_capture(app, config) -> None:
 
 def _pattern(english: str) -> re.Pattern:
     parts = re.split(r"\{\d+\}", english)
-    return re.compile("(.+?)".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)
+    return re.compile("(.*)".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)  # greedy: "{0} ({1} FLOP/B)"
 
 
 def translator(translations: dict[str, str]):
