@@ -243,7 +243,9 @@ def test_zh_tw_figures_show_zh_tw_labels(docname, labels):
     assert chinese and len(chinese) == len(english), f"{docname}: {len(chinese)} zh-TW figures"
     shown = set()
     for en, zh in zip(english, chinese, strict=True):
-        assert en.read_bytes() != zh.read_bytes(), f"{zh.name}: still the English figure"
+        assert en.read_bytes() != zh.read_bytes(), (
+            f"{zh.name}: still the English figure (figures are captured when a page executes: a build "
+            "from an older cache has none; the zh-TW build log says `figures: ...`)")
         shown |= set(Image.open(zh).text.get("Description", "").split("\n"))
     assert labels <= shown, f"{docname}: missing {labels - shown} (shown: {sorted(shown)[:12]})"
 

@@ -173,12 +173,18 @@ def _translated_toc(language: str, root: Path) -> str:
     return "".join(lines)
 
 
-def search_words(language: str, root: Path) -> list[str]:
-    """The words jieba must keep whole (module docstring), sorted, each once."""
+def _glossary(language: str, root: Path) -> list:
+    """The glossary's terms (none for a course without this language's glossary)."""
     from autograder.i18n.checks import glossary_path, read_terms
 
+    path = glossary_path(language, root)
+    return read_terms(path) if path.is_file() else []
+
+
+def search_words(language: str, root: Path) -> list[str]:
+    """The words jieba must keep whole (module docstring), sorted, each once."""
     locale = Path(root) / "locales" / language
-    words = {t.target for t in read_terms(glossary_path(language, root))}
+    words = {t.target for t in _glossary(language, root)}
     for path in sorted(locale.rglob("*.po")):
         for entry in polib.pofile(str(path)):
             if entry.msgstr and not entry.obsolete:
@@ -194,10 +200,8 @@ def search_words(language: str, root: Path) -> list[str]:
 def terminology_page(language: str, root: Path) -> str:
     """The 中英術語對照 page: one row per glossary term, the English, the word this edition uses
     and, where there is one, its first-use form and the renderings it replaced."""
-    from autograder.i18n.checks import glossary_path, read_terms
-
     rows = []
-    for term in sorted(read_terms(glossary_path(language, root)), key=lambda t: t.english.lower()):
+    for term in sorted(_glossary(language, root), key=lambda t: t.english.lower()):
         first = f"{term.target}（{term.first}）" if term.first else ""
         retired = "、".join(term.retired)
         rows.append(f"| {term.english} | {term.target} | {first} | {retired} |")
