@@ -195,6 +195,8 @@ def _collect(args) -> int:
         print(f"kept      {assignment}/{student}: already collected (--force to overwrite)")
     for message in result.superseded:
         print(f"superseded {plain(message)}")
+    for message in result.ignored:
+        print(f"ignored   {plain(message)}")
     for message in result.refused:
         print(f"refused   {plain(message)}", file=sys.stderr)
     print(f"{len(result.collected)} collected, {len(result.existing)} kept, "

@@ -30,6 +30,14 @@ What is offered is untrusted, and each offer (one student's folder or file) succ
   it belongs to whoever runs ``collect`` (the instructor's own copy of the exchange), or
   ``check_owner=False``. Of several offers of one student, the newest by timestamp is taken (as
   ``nbgrader collect`` does); the older ones are listed as ``superseded``.
+- **The layout is the source's.** A folder holding exchange inbound folders is an exchange inbound:
+  only nbgrader's inbound names are read from it (anyone may create a ``<victim>/<assignment>/``
+  folder there — the inbound is ``0733`` — so such a folder is ignored with a note, never taken or
+  counted against the victim's real offer). Only a folder without inbound names is read as
+  ``<student>/<assignment>/``.
+- **An extra notebook is left out, not a reason to refuse.** A notebook the assignment does not have,
+  next to one it has (JupyterLab's ``01_strides-Copy1.ipynb``), is listed as ``ignored``; the offer is
+  taken.
 
 A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
 as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
@@ -79,6 +87,7 @@ class CollectResult:
     refused: list[str] = field(default_factory=list)  # messages naming the file and why
     existing: list[tuple[str, str]] = field(default_factory=list)  # kept: already collected
     superseded: list[str] = field(default_factory=list)  # older offers of a student: not taken
+    ignored: list[str] = field(default_factory=list)  # files of a taken offer left out, and why
 
 
 @dataclass(frozen=True)
@@ -220,8 +229,15 @@ def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: r
     offers: list[_Offer] = []
     top = sorted(root.iterdir())
     second = [q for p in top if _is_dir(p) for q in sorted(p.iterdir())]
-    nested = [p for p in second if p.name in known and _is_dir(p)]
     inbound = [p for p in top if INBOUND.match(p.name) and _is_dir(p)]
+    # the layout is the source's: an exchange inbound yields only nbgrader's inbound names (a
+    # <student>/<assignment>/ folder inside it is anyone's to make: the inbound is world-writable)
+    nested = [] if inbound else [p for p in second if p.name in known and _is_dir(p)]
+    if inbound:
+        for folder in (p for p in top if _is_dir(p) and not INBOUND.match(p.name)):
+            result.refused.append(f"{shown(folder)}: not an exchange inbound folder "
+                                  "(<student>+<assignment>+<timestamp>) in an exchange inbound; "
+                                  "ignored")
     if nested or inbound:  # nbgrader layouts: a link where a folder belongs is refused by name
         for link in (p for p in [*top, *second] if p.is_symlink()):
             result.refused.append(f"{shown(link)}: a symbolic link (only regular files and "
@@ -415,6 +431,11 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
             return
         if not name.endswith(".ipynb"):
             continue
+        if _extra_notebook(name, names.values(), expected):  # JupyterLab's "-Copy1" and the like
+            result.ignored.append(f"{shown(path)}: not a notebook of {offer.assignment} "
+                                  f"(expected {', '.join(sorted(expected))}); left out")
+            del contents[name]
+            continue
         problem = notebook_problem(contents[name], Path(name).stem, offer.assignment, expected)
         if problem:
             result.refused.append(f"{shown(path)}: {problem}")
@@ -432,6 +453,13 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     if offer.timestamp and not (dest / "timestamp.txt").exists():
         (dest / "timestamp.txt").write_text(offer.timestamp)
     result.collected.append((offer.student, offer.assignment))
+
+
+def _extra_notebook(name: str, taken, expected: dict[str, set[str]]) -> bool:
+    """A top-level notebook the assignment does not have, next to one it has: left out, not a
+    refusal of the whole offer (an offer with none of the assignment's notebooks is still refused)."""
+    stems = {Path(n).stem for n in taken if n.endswith(".ipynb") and "/" not in n}
+    return "/" not in name and Path(name).stem not in expected and bool(stems & set(expected))
 
 
 def _graded_names(files: dict[str, Path], shown, result: CollectResult) -> dict[str, str] | str:

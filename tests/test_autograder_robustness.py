@@ -219,7 +219,7 @@ def _graded(root: Path, students: list[str]) -> set[str]:
 
 
 def _record_mtime(root: Path, student: str) -> float:
-    return (root / "autograded" / student / toy.ASSIGNMENT / "autograder.json").stat().st_mtime
+    return (root / "autograded" / student / ".autograder" / f"{toy.ASSIGNMENT}.json").stat().st_mtime
 
 
 def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
@@ -268,7 +268,8 @@ def test_slow_cells_meet_the_notebook_limit_and_a_stopped_template_is_replaced(t
 
 def test_a_grade_cell_acts_on_the_students_namespace(tmp_path, sandbox):
     """nbgrader's own example: a grade cell deletes the student's helper and expects the student's
-    function to fail without it, then puts it back; a new setting it assigns reaches the student."""
+    function to fail without it, then puts it back; a setting of the student's it reads and rebinds
+    to plain data reaches the student. A name the grade cell only assigns stays the checker's."""
     student = ("def squares(n):\n    return [i * i for i in range(1, n + 1)]\n"
                "def sum_of_squares(n):\n    return sum(squares(n)) * SCALE\nSCALE = 1\n")
     grade_cell = ("assert sum_of_squares(3) == 14\n"
@@ -277,10 +278,69 @@ def test_a_grade_cell_acts_on_the_students_namespace(tmp_path, sandbox):
                   "try:\n    sum_of_squares(1)\nexcept NameError:\n    pass\n"
                   "else:\n    raise AssertionError('sum_of_squares does not use squares')\n"
                   "squares = saved\n"
-                  "SCALE = 2\n"
-                  "assert sum_of_squares(3) == 28\n")
+                  "SCALE = SCALE * 2\n"
+                  "assert sum_of_squares(3) == 28\n"
+                  "expected = 14\n")
     job = ExecutionJob(cells=[(0, student, [], STUDENT), (1, grade_cell, [], GRADE),
-                              (2, "probe = (sum_of_squares(2), SCALE)", [], STUDENT)], timeout=20)
+                              (2, "print(sum_of_squares(2), SCALE, 'expected' in globals())", [],
+                               STUDENT)], timeout=20)
     run = _watch(job, sandbox, workdir=tmp_path)
     assert run.reason is None, run.reason
     assert [o for o in run.outputs[1][0] if o["output_type"] == "error"] == [], run.outputs[1]
+    printed = "".join(o.get("text", "") for o in run.outputs[2][0])
+    assert printed.strip() == "10 2 False", run.outputs[2]
+
+
+def test_a_kill_between_the_commit_and_the_folder_swap_leaves_it_to_be_regraded(tmp_path,
+                                                                                monkeypatch):
+    """The old autograded folder is set aside before the commit and the new one moved in after it:
+    a run killed in between leaves new grades and no folder, which the next run (without --force)
+    grades again, so a resubmission is never skipped as graded with the old notebook in place."""
+    from autograder.grading import record
+
+    root = toy.make_toy_course(tmp_path / "course")
+    folder = root / "autograded" / "ann" / toy.ASSIGNMENT
+    toy.submit(root, "ann")
+    (root / "submitted" / "ann" / toy.ASSIGNMENT / "timestamp.txt").write_text(
+        "2026-12-01 10:00:00.000000 UTC")
+    grade(course_root=root, allow_cpu=True, progress=False)
+    assert folder.is_dir()
+    toy.submit(root, "ann", square=WRONG_SQUARE)  # a resubmission, an hour later
+    (root / "submitted" / "ann" / toy.ASSIGNMENT / "timestamp.txt").write_text(
+        "2026-12-01 11:00:00.000000 UTC")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed between the commit and the swap")
+
+    monkeypatch.setattr(record, "_swap_in", killed)
+    with pytest.raises(KeyboardInterrupt):
+        grade(course_root=root, allow_cpu=True, progress=False)
+    monkeypatch.undo()
+    assert _cell_scores(root, "ann")["test_square"] == 0  # committed
+    assert not folder.exists(), "new grades with the old notebook in autograded/"
+    rerun = grade(course_root=root, allow_cpu=True, progress=False)
+    assert [(r.student, r.status) for r in rerun.results] == [("ann", "graded")]
+    assert "2 * x" in (folder / f"{toy.ASSIGNMENT}.ipynb").read_text()
+    assert (folder / "timestamp.txt").read_text().startswith("2026-12-01 11")
+    assert not list(folder.parent.glob(f"{toy.ASSIGNMENT}.old-*"))
+
+
+def test_a_submission_with_old_nbgrader_metadata_leaves_no_autograded_folder(tmp_path):
+    """nbgrader refuses a notebook whose nbgrader metadata is of an old schema version; so does the
+    autograder, and (its one documented rule) an ungradable submission leaves no gradebook row and no
+    ``autograded/<student>/`` folder."""
+    root = toy.make_toy_course(tmp_path / "course")
+    path = toy.submit(root, "old")
+    nb = __import__("nbformat").read(path, as_version=4)
+    for cell in nb.cells:
+        if "nbgrader" in cell.metadata:
+            cell.metadata.nbgrader["schema_version"] = 1
+    __import__("nbformat").write(nb, path)
+    summary = grade(course_root=root, allow_cpu=True, progress=False)
+    result = next(r for r in summary.results if r.student == "old")
+    assert result.status == "failed" and "Outdated schema version" in " ".join(
+        result.reasons), result
+    assert not (root / "autograded" / "old").exists()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        with pytest.raises(MissingEntry):
+            gb.find_submission(toy.ASSIGNMENT, "old")

@@ -73,7 +73,7 @@ def _recorded(root: Path, pairs) -> set[tuple[str, str]]:
 
 
 def _run_record_mtime(root: Path, assignment: str, student: str) -> int:
-    return (root / "autograded" / student / assignment / "autograder.json").stat().st_mtime_ns
+    return (root / "autograded" / student / ".autograder" / f"{assignment}.json").stat().st_mtime_ns
 
 
 def _results_on_disk(folder: Path) -> set[str]:
@@ -152,8 +152,8 @@ def test_catalogue_scores_on_slurm_are_identical_to_local_grading(faulty_slurm_r
                    if local[pair] != on_slurm[pair]]
     assert not differences, "\n".join(differences)
     assert len({tuple(sorted(cells.items())) for cells in on_slurm.values()}) > 20  # not all alike
-    record = json.loads((run["root"] / "autograded" / samples.REFERENCE_STUDENT / "01_strides"
-                         / "autograder.json").read_text())
+    record = json.loads((run["root"] / "autograded" / samples.REFERENCE_STUDENT / ".autograder"
+                         / "01_strides.json").read_text())
     assert record["device"] == "cpu" and record["problems"] == []
 
 

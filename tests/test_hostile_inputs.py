@@ -151,6 +151,40 @@ def test_an_exchange_offer_owned_by_another_user_is_refused(course, tmp_path):
     assert ("max", "toy") in collect(source=exchange, course_root=course, check_owner=False).collected
 
 
+def test_a_nested_folder_in_an_exchange_inbound_neither_vetoes_nor_supplies(course, tmp_path):
+    """Anyone can make <victim>/<assignment>/ in nbgrader's 0733 inbound: it is not an inbound name,
+    so it is ignored with a note — the victim's real offer is taken, and a student who never
+    submitted gets nothing from it."""
+    nobody = pwd.getpwnam("nobody")
+    exchange = tmp_path / "exchange"
+    real = exchange / f"nobody+toy+{TS}"
+    real.mkdir(parents=True)
+    (real / "toy.ipynb").write_text(_good())
+    os.chown(real, nobody.pw_uid, nobody.pw_gid)
+    for victim in ("nobody", "never-submitted"):
+        planted = exchange / victim / "toy"
+        planted.mkdir(parents=True)
+        (planted / "toy.ipynb").write_text(nbformat.writes(toy.student_notebook(
+            course, square="def square(x):\n    return 0  # planted\n")))
+    result = collect(source=exchange, course_root=course, force=True)
+    assert result.collected == [("nobody", "toy")], result
+    assert "# planted" not in (_submitted(course, "nobody") / "toy.ipynb").read_text()
+    assert not _submitted(course, "never-submitted").exists()
+    assert sum("not an exchange inbound folder" in m for m in result.refused) == 2, result.refused
+
+
+def test_an_extra_notebook_in_an_offer_is_left_out_not_a_refusal(course, tmp_path):
+    exchange = tmp_path / "exchange"
+    folder = exchange / f"sue+toy+{TS}"
+    folder.mkdir(parents=True)
+    (folder / "toy.ipynb").write_text(_good())
+    (folder / "toy-Copy1.ipynb").write_text(_good())
+    result = collect(source=exchange, course_root=course)
+    assert result.collected == [("sue", "toy")], result
+    assert any("toy-Copy1.ipynb" in m and "left out" in m for m in result.ignored), result.ignored
+    assert not (_submitted(course, "sue") / "toy-Copy1.ipynb").exists()
+
+
 def test_of_two_offers_of_one_student_the_newer_wins(course, tmp_path):
     exchange = tmp_path / "exchange"
     for when, answer in (("2026-11-30 09:00:00.000000 UTC", "old"),

@@ -6,7 +6,8 @@ Every test of nbgrader's ``nbgrader/tests/apps/test_nbgrader_autograde.py`` is p
 run (zero or not), the gradebook (per grade cell auto_score, manual_score, needs_manual_grade; per
 comment auto_comment; per submission timestamp, seconds late and per notebook late penalty) and the
 files under ``autograded/`` (which exist; notebooks by their cells' sources, nbgrader metadata and
-outputs) and ``submitted/``. The autograder's run record ``autograder.json`` is the one extra file
+outputs) and ``submitted/``. The autograder's run record ``autograded/<student>/.autograder/<assignment>.json``
+(outside the autograded folder, so feedback never carries it) is the one extra file
 it may write (``test_autograder_writes_its_run_record``).
 
 nbgrader's side is read from golden results (``tests/parity/golden/``, ``make parity-golden``);
@@ -130,8 +131,8 @@ def test_golden_results_match_live_nbgrader(tmp_path):
 
 
 def test_autograder_writes_its_run_record(autograder_runs: Runs):
-    """The one file the comparison lets the autograder add: ``autograder.json`` in each autograded
-    submission (device, timings, why cells failed)."""
+    """The one file the comparison lets the autograder add: a run record per graded submission
+    (device, timings, why cells failed), beside its autograded folder, never inside it."""
     _, found = harness.without_run_record(autograder_runs.results["grade"])
     assert found == ["step 1/bar", "step 1/foo"]
 
@@ -174,8 +175,10 @@ def test_comparison_catches_differences():
     assert changed(outcome) == ['step 1/autograded/foo/p1.ipynb/cells[1]/outcome: '
                                 'nbgrader="ok" autograder="error"']
     assert changed(message) == []
-    assert changed(lambda step: step["autograded"]["foo"].update(
-        {harness.RUN_RECORD: {"type": "file", "text": "{}"}})) == []
+    assert changed(lambda step: step.update({harness.RUN_RECORDS: ["foo"]})) == []
+    assert changed(lambda step: step["autograded"]["foo"].update(  # it would reach feedback/
+        {harness.RUN_RECORD: {"type": "file", "text": "{}"}}))[0].startswith(
+        "step 1/autograded/foo/autograder.json: only the autograder has it")
 
 
 def test_the_documented_decision_drops_only_ungraded_rows_the_autograder_lacks():

@@ -53,6 +53,11 @@ PAYS_WITH_NBGRADER = {
     "metadata_of_the_wrong_type": False,
     "output_flood": False,
     "links_to_secrets": False,
+    "decoy_hidden_module": True,
+    "shm_plant": False,
+    "shm_read": True,  # measured after shm_plant, one notebook after the other
+    "proc_write_to_the_template": False,
+    "empty_file_flood": False,
 }
 OUTPUT_LIMIT_BYTES = 10 * 2**20  # an autograded notebook's size, whatever its cells printed
 
@@ -217,6 +222,27 @@ def test_the_forged_result_is_plain_text(sandboxed):
     assert graded and all(o.output_type != "execute_result" for c in graded for o in c.outputs)
     assert any("[the submission's code showed] 10" in o.get("text", "")
                for c in graded for o in c.outputs)
+
+
+def test_kept_files_are_bounded_per_notebook(sandboxed):
+    """1000 empty files after each of the notebook's cells: autograded/ keeps the per-notebook budget
+    (counted on the trusted side), not 1000 per cell."""
+    from autograder.grading.execute.outputs import KEPT_FILES
+
+    kept = sandboxed["root"] / "autograded" / "attack-empty_file_flood" / catalogue.ASSIGNMENT
+    files = [p for p in kept.rglob("*") if p.is_file()]
+    assert 0 < len([p for p in files if "flood" in p.parts]) <= KEPT_FILES, len(files)
+
+
+def _remove_planted() -> None:
+    """What the shared-memory attack leaves on this machine when plain nbgrader runs it."""
+    import ctypes
+
+    Path("/dev/shm/answers.py").unlink(missing_ok=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    segment = libc.shmget(0x5EED, 0, 0)
+    if segment >= 0:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
 
 
 def _nbgrader_autograde(root: Path, student: str) -> None:

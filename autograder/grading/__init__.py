@@ -21,6 +21,9 @@ _PUBLIC = {
     "read_run_record": "autograder.grading.record",  # the autograder's note on a graded submission
     "gpu_cells": "autograder.grading.prepare",  # an assignment's GPU-only grade cells
     "probe_template": "autograder.grading.execute.workers",  # torch/CUDA as a grading child sees it
+    "confine": "autograder.grading.execute.confine",  # the checker's own view (doctor tries it)
+    "code_folders": "autograder.grading.execute.confine",
+    "CHECKER_UID": "autograder.grading.execute.confine",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from autograder.grading.execute import workers
-from autograder.grading.execute.limits import TemplateProbe, execution_limits
+from autograder.grading.execute.limits import TemplateProbe, execution_limits, sandbox_memory_bytes
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookRun, Submission
@@ -23,6 +23,17 @@ from autograder.grading.options import GradeOptions
 from autograder.grading.prepare import DeviceProbe, companion_files
 from autograder.grading.progress import ProgressBar
 from autograder.sandbox.host import SandboxProcess
+
+
+def trusted_folders(options: GradeOptions) -> tuple[str, ...]:
+    """What the checker must not see: the course folder and, for a SQLite gradebook elsewhere, its
+    folder."""
+    folders = [os.path.realpath(options.course_root)]
+    url = options.db_url or ""
+    if url.startswith("sqlite:///"):
+        folders.append(os.path.dirname(os.path.realpath(url.removeprefix("sqlite:///"))))
+    return tuple(folders)
+
 
 _END = object()  # the end of ``work`` (None from a stream means "nothing now, ask again")
 
@@ -55,8 +66,10 @@ class LocalExecutor:
         probe = self._probe or workers.probe_template()
         limits = execution_limits(probe, memory_limit_gb=self.options.memory_limit_gb,
                                   device_used=device_used, workers=self.workers,
-                                  cpus=os.cpu_count() or 1)
-        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda")
+                                  cpus=os.cpu_count() or 1, confined=self.options.sandbox,
+                                  hidden=trusted_folders(self.options))
+        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda",
+                               memory_bytes=sandbox_memory_bytes(self.options.memory_limit_gb))
                 for _ in range(self.workers)]
         queue: deque[tuple[Submission, NotebookRun]] = deque()
         first = next(work, _END)

@@ -16,7 +16,6 @@ top to bottom, one run goes through:
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -239,14 +238,14 @@ class _Batch:
 
     def failed(self, submission: Submission, reason: str) -> None:
         if self.pending.pop(submission.key, None) is submission:
-            shutil.rmtree(submission.stage, ignore_errors=True)
+            prepare.discard_stage(submission.stage)
             self._settle(SubmissionResult(submission.student, submission.assignment, "failed",
                                           reasons=(reason,)))
 
     def _record(self, submission: Submission) -> SubmissionResult:
         if not self.force and submission.only is None and prepare.is_graded(
                 self.gb, self.course, student=submission.student, assignment=submission.assignment):
-            shutil.rmtree(submission.stage, ignore_errors=True)  # another run recorded it meanwhile
+            prepare.discard_stage(submission.stage)  # another run recorded it meanwhile
             return SubmissionResult(submission.student, submission.assignment, "skipped")
         return record.record(self.course, self.steps, self.gb, submission, device=self.device,
                              timings=self.timings)
@@ -262,5 +261,5 @@ class _Batch:
     def drop_unrecorded(self) -> None:
         """What was not recorded (the run was stopped) leaves no stage behind."""
         for submission in self.pending.values():
-            shutil.rmtree(submission.stage, ignore_errors=True)
+            prepare.discard_stage(submission.stage)
         self.pending.clear()

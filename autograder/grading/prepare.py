@@ -29,6 +29,7 @@ from autograder.course import Course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob, NotebookRun, Submission
 from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
+from autograder.grading.run_record import move_record_out
 
 STAGING_PREFIX = ".grading-"
 COMPANION_LIMIT_BYTES = 64 * 2**20
@@ -129,7 +130,9 @@ def _known_student(gb: Gradebook, student: str) -> bool:
 
 def remove_stale_stages(course: Course, student: str, assignment: str) -> None:
     """Delete staging directories a killed run left behind (they never hold a recorded grade)."""
-    parent = course.step_dir("autograded", student, assignment).parent
+    final = course.step_dir("autograded", student, assignment)
+    move_record_out(final)  # a run killed right after its swap
+    parent = final.parent
     if parent.is_dir():
         for stale in [*parent.glob(f"{STAGING_PREFIX}{assignment}-*"),
                       *parent.glob(f"{assignment}.old-*")]:
@@ -338,11 +341,21 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
             nb_run.job = make_job(nb_run, timeout=timeout, notebook_timeout=notebook_timeout,
                                   device_used=device_used, allow_cpu=allow_cpu)
     except BaseException:
-        shutil.rmtree(submission.stage, ignore_errors=True)
+        discard_stage(submission.stage)
         raise
     finally:
         logger.removeHandler(handler)
     return submission
+
+
+def discard_stage(stage: Path) -> None:
+    """Remove a staging folder that will not be recorded, and the student's ``autograded/<student>/``
+    folder with it when nothing else is in it: an ungradable submission leaves no autograded folder."""
+    shutil.rmtree(stage, ignore_errors=True)
+    try:
+        stage.parent.rmdir()  # only when empty
+    except OSError:
+        pass
 
 
 # each field nbgrader reads from a cell's metadata: its type, and the value that stands in for one of

@@ -5,9 +5,14 @@ For one submission, inside a single database transaction: create or update the s
 submission (with its ``timestamp.txt``), zero the grades of notebooks that were not submitted (as
 nbgrader does), then run nbgrader's post-execute preprocessors on each executed notebook
 (``IgnorePattern``, ``LimitOutput``, ``SaveAutoGrades``, ``AssignLatePenalties``, ``CheckCellMetadata``, as
-configured). The autograded notebooks are written in a staging directory that replaces
-``autograded/<student>/<assignment>/`` just before the commit: a run killed at any moment leaves either
-the old grades or the new ones, never half of them (a staged directory without a commit is regraded).
+configured). The autograded notebooks are written in a staging directory first.
+
+The folder and the grades change together, as one step seen from outside: the old
+``autograded/<student>/<assignment>/`` is set aside *before* the commit, the commit writes the grades,
+and only then is the staging directory moved into place. A run killed at any moment therefore leaves
+either the old grades with their old folder, or no autograded folder at all — which ``prepare.plan``
+never counts as graded, so the next run grades the submission again (the same result) and puts its
+folder in place. Never new files with old grades, never a resubmission skipped as graded.
 """
 
 from __future__ import annotations
@@ -35,9 +40,8 @@ from autograder.grading.nbgrader_seam import (
     nbgrader_resources,
     one_transaction,
 )
-from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings
-
-RUN_RECORD = "autograder.json"  # per submission: device, timings, and why cells failed
+from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings, discard_stage
+from autograder.grading.run_record import RUN_RECORD, move_record_out, read_record
 
 
 def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
@@ -92,7 +96,7 @@ def record(course: Course, steps: AutogradeSteps, gb: Gradebook, submission: Sub
     try:
         return record_submission(course, steps, gb, submission, logger=logger, device=device)
     except Exception as error:  # noqa: BLE001 - reported, the batch goes on
-        shutil.rmtree(submission.stage, ignore_errors=True)
+        discard_stage(submission.stage)
         why = str(error) if isinstance(error, GradingError) else f"{type(error).__name__}: {error}"
         return SubmissionResult(submission.student, submission.assignment, "failed",
                                 reasons=(f"not graded: {why}",))
@@ -110,39 +114,46 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     reasons += [f"refused {why}" for why in submission.refused]
     run_record: dict = {"graded_by": f"autograder {autograder.__version__}", "device": device,
                         "notebooks": {}}
-    with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
-        # nbgrader's add_submission autoflushes a half-built object (harmless; it warns every time)
-        warnings.simplefilter("ignore", SAWarning)
-        gb.update_or_create_student(student)
-        timestamp = course.coursedir.get_existing_timestamp(str(submission.submitted))
-        if timestamp:
-            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
-        else:
-            gb.update_or_create_submission(assignment, student)
-        for name in submission.missing:  # nbgrader: a missing notebook scores zero
-            for grade in gb.find_submission_notebook(name, assignment, student).grades:
-                grade.auto_score = 0
-                grade.needs_manual_grade = False
-        for nb_run in submission.notebooks:
-            _keep_files(submission.stage, nb_run.outcome.files)
-            nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome,
-                                               nb_run.kinds if nb_run.outcome.executed else None)
-            resources = nbgrader_resources(course, student=student, assignment=assignment,
-                                           notebook=nb_run.name, workdir=str(submission.stage))
-            nb = steps.run(steps.after_execute, nb, resources, logger)
-            nbformat.write(nb, submission.stage / f"{nb_run.name}.ipynb")
-            reasons += [f"{nb_run.name}.ipynb: {r}" for r in nb_reasons]
-            run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.outcome.seconds, 3),
-                                                    "reason": nb_run.outcome.reason}
-        gb.db.flush()
-        gb.db.expire_all()  # scores are SQL sums: reload them after the flush
-        found = gb.find_submission(assignment, student)
-        score, max_score = float(found.score), float(found.max_score)
-        run_record.update(score=score, max_score=max_score, problems=reasons,
-                          nbgrader_warnings=submission.log)
-        (submission.stage / RUN_RECORD).write_text(json.dumps(run_record, indent=1))
-        _replace_dir(submission.stage, submission.final)
-        steps.set_permissions(assignment=assignment, student=student)
+    aside = None
+    try:
+        with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
+            # nbgrader's add_submission autoflushes a half-built object (harmless; it warns every time)
+            warnings.simplefilter("ignore", SAWarning)
+            gb.update_or_create_student(student)
+            timestamp = course.coursedir.get_existing_timestamp(str(submission.submitted))
+            if timestamp:
+                gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+            else:
+                gb.update_or_create_submission(assignment, student)
+            for name in submission.missing:  # nbgrader: a missing notebook scores zero
+                for grade in gb.find_submission_notebook(name, assignment, student).grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
+            for nb_run in submission.notebooks:
+                _keep_files(submission.stage, nb_run.outcome.files)
+                nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome,
+                                                   nb_run.kinds if nb_run.outcome.executed else None)
+                resources = nbgrader_resources(course, student=student, assignment=assignment,
+                                               notebook=nb_run.name, workdir=str(submission.stage))
+                nb = steps.run(steps.after_execute, nb, resources, logger)
+                nbformat.write(nb, submission.stage / f"{nb_run.name}.ipynb")
+                reasons += [f"{nb_run.name}.ipynb: {r}" for r in nb_reasons]
+                run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.outcome.seconds, 3),
+                                                        "reason": nb_run.outcome.reason}
+            gb.db.flush()
+            gb.db.expire_all()  # scores are SQL sums: reload them after the flush
+            found = gb.find_submission(assignment, student)
+            score, max_score = float(found.score), float(found.max_score)
+            run_record.update(score=score, max_score=max_score, problems=reasons,
+                              nbgrader_warnings=submission.log)
+            (submission.stage / RUN_RECORD).write_text(json.dumps(run_record, indent=1))
+            aside = _set_aside(submission.final)  # a kill from here on leaves no folder: regraded
+    except BaseException:  # rolled back: the old grades stay, so does their folder
+        _put_back(aside, submission.final)
+        raise
+    # committed: the new grades are in the gradebook; now their folder
+    _swap_in(submission.stage, submission.final, aside)
+    steps.set_permissions(assignment=assignment, student=student)
     seconds = sum(r.outcome.seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons))
@@ -162,18 +173,31 @@ def _keep_files(stage: Path, files: dict[str, bytes]) -> None:
             out.write(data)
 
 
-def _replace_dir(stage: Path, final: Path) -> None:
-    """Swap ``stage`` in as ``final`` (the old directory is removed first)."""
-    if final.exists():
-        old = final.with_name(final.name + f".old-{os.getpid()}")
-        os.replace(final, old)
-        os.replace(stage, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage, final)
+def _set_aside(final: Path) -> Path | None:
+    """Move the old autograded folder out of the way (``prepare.remove_stale_stages`` deletes what a
+    killed run left there); None when there was none."""
+    if not final.exists():
+        return None
+    aside = final.with_name(final.name + f".old-{os.getpid()}")
+    os.replace(final, aside)
+    return aside
+
+
+def _put_back(aside: Path | None, final: Path) -> None:
+    """The commit failed: the old grades stay, so does their folder."""
+    if aside is not None and not final.exists():
+        os.replace(aside, final)
+
+
+def _swap_in(stage: Path, final: Path, aside: Path | None) -> None:
+    """After the commit: the staged folder becomes ``autograded/<student>/<assignment>/`` (its run
+    record goes beside it, out of what nbgrader copies into feedback)."""
+    os.replace(stage, final)
+    move_record_out(final)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def read_run_record(course: Course, *, student: str, assignment: str) -> dict | None:
     """The autograder's note about a graded submission (None if nbgrader graded it, or none yet)."""
-    path = course.step_dir("autograded", student, assignment) / RUN_RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_record(course.step_dir("autograded", student, assignment))

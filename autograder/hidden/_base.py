@@ -134,6 +134,13 @@ def student_module(student: Any, name: str) -> Any:
     return importlib.import_module(name)
 
 
+def offered(student: Any, offer: Any) -> Any:
+    """What a hidden check hands ``student``'s code that is not plain data: the explicit
+    ``protocol.Offer`` (``call_only``, ``sequence_only``) when ``student`` is a handle to sandboxed
+    code — the channel refuses anything else — and the bare object when it runs here (a unit test)."""
+    return offer if hasattr(type(student), "remote_mro") else offer.target
+
+
 def draw_seed() -> int:
     """``AUTOGRADER_SEED`` when set (reproduce a reported failure), else a fresh random seed."""
     env = os.environ.get(SEED_ENV)

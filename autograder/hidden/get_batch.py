@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder.hidden._base import CheckRandom, expect, hidden_check, student_module
+from autograder.hidden._base import CheckRandom, expect, hidden_check, offered, student_module
 from autograder.hidden._gpu import gpu_device
+from autograder.sandbox.channel import sequence_only
 
 # --------------------------------------------------------------------------- helpers
 
@@ -241,7 +242,8 @@ def check_get_batch_reads(get_batch, *, rng: CheckRandom) -> None:
     batch_size, context_length = rng.randint(2, 16), rng.randint(2, 64)
     needed = batch_size * (context_length + 1)
     dataset = _VirtualTokens(10**12, budget=2 * needed + 16, needed=needed)
-    x, y = _call(get_batch, dataset, batch_size, context_length, "cpu")
+    offer = sequence_only(dataset, ("dtype", "shape", "ndim", "size"))
+    x, y = _call(get_batch, offered(get_batch, offer), batch_size, context_length, "cpu")
     what = f"get_batch(a 10**12-token memmap, {batch_size}, {context_length}, 'cpu')"
     _expect_layout(x, y, batch_size, context_length, "cpu", what)
     steps = (x[:, 1:] - x[:, :-1]) % 65536

@@ -12,8 +12,10 @@ what the student defined through it:
 - a tensor the checker passes in is *mirrored*: the sandbox keeps one object for it across calls, and
   every message carries the changes of either side (an optimizer that updates parameters in place,
   a ``.grad`` the checker sets before ``step()``);
-- a checker function passed in (a closure) can be called back by the student's code; the sandbox may
-  call it, index it or read its public attributes, and nothing else.
+- the channel is default-deny toward the sandbox: nothing but plain values crosses, except a checker
+  object a hidden check wraps explicitly in a ``protocol.Offer`` (``call_only``, ``sequence_only``):
+  the student's code may do with it exactly what the offer allows, and gets plain values back. A
+  module, class, function or object of the checker is refused by the encoder, whoever sends it.
 
 An exception raised in the sandbox arrives as ``RemoteError`` (type name and message), made an instance
 of the same-named class when that class is a known, harmless one (builtins, jaxtyping, beartype,
@@ -31,7 +33,10 @@ import weakref
 from typing import Any
 
 from autograder.sandbox.inside import protocol, wire
-from autograder.sandbox.inside.protocol import ExitHow, Kind, Op
+from autograder.sandbox.inside.protocol import ExitHow, Kind, Offer, Op, call_only, sequence_only
+
+__all__ = ["Offer", "Remote", "RemoteError", "SandboxChannel", "SandboxDied", "call_only",
+           "sequence_only"]
 from autograder.sandbox.inside.shell import CellTimeoutError
 
 GRACE_S = 2.0  # how long past a request's time limit the checker waits before it stops the sandbox
@@ -208,7 +213,7 @@ class SandboxChannel:
         self.handles: dict[int, weakref.ref] = {}
         self._released: list[int] = []
         self._released_mirrors: list[int] = []
-        self.mirrors: dict[int, tuple[weakref.ref, tuple]] = {}  # mirror id -> (tensor, signature)
+        self.mirrors: dict[int, tuple[weakref.ref, tuple]] = {}  # mirror id -> (tensor, snapshot)
         self.mirror_of: dict[int, int] = {}  # id(tensor) -> mirror id
         self.next_mirror = 1
         self.locals: dict[int, Any] = {}  # checker objects the sandbox may call back
@@ -359,13 +364,21 @@ class SandboxChannel:
     # ---- encoding
 
     def _ref(self, obj: Any) -> dict:
+        """Default-deny: a value that is not plain data crosses only as the student's own handle
+        (``Remote``) or as an explicit ``protocol.Offer``; a module, class, function or any other
+        checker object is refused here, whatever sends it."""
         if isinstance(obj, Remote):
             if obj._sandbox is not self:
                 raise wire.NotPlainData("a handle from another sandbox")
             return {"$": "ref", "id": obj._handle}
-        handle = id(obj)
-        self.locals[handle] = obj
-        return {"$": "local", "id": handle, "callable": callable(obj)}
+        if type(obj) is protocol.Offer:
+            handle = id(obj)
+            self.locals[handle] = obj
+            return {"$": "local", "id": handle, "callable": "call" in obj.operations}
+        raise wire.NotPlainData(
+            f"a {_kind(obj)} cannot be handed to the submission's code: only plain values cross "
+            "(numbers, strings, bytes, tuples/lists/dicts of them, tensors, arrays); a hidden check "
+            "that must pass a function wraps it in protocol.call_only")
 
     def _mirror_gone(self, mirror: int, key: int):
         def forget(_ref) -> None:
@@ -397,7 +410,7 @@ class SandboxChannel:
                 self.mirrors[mirror] = (weakref.ref(t, self._mirror_gone(mirror, id(t))), ())
             record = encoder.tensor(t)
             record["mirror"] = mirror
-            self.mirrors[mirror] = (self.mirrors[mirror][0], protocol.signature(t))
+            self.mirrors[mirror] = (self.mirrors[mirror][0], protocol.snapshot(t))
             return record
 
         encoder.tensor_hook = tensor_hook
@@ -438,7 +451,7 @@ class SandboxChannel:
                 [int(v) for v in tree["stride"]])
         if tensor is not None:  # a sync: the sandbox changed it
             protocol.assign(held, tensor)
-            self.mirrors[mirror] = (entry[0], protocol.signature(held))
+            self.mirrors[mirror] = (entry[0], protocol.snapshot(held))
         return held
 
     def _apply_sync(self, decoder: wire.Decoder, message: dict) -> None:
@@ -448,12 +461,12 @@ class SandboxChannel:
 
     def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
         sync = protocol.empty_sync()
-        for mirror, (ref, signature) in list(self.mirrors.items()):
+        for mirror, (ref, before) in list(self.mirrors.items()):
             t = ref()
-            if t is not None and protocol.signature(t) != signature:
+            if t is not None and not protocol.unchanged(t, before):
                 sync["ids"].append(mirror)
                 sync["trees"].append(encoder.tensor(t))
-                self.mirrors[mirror] = (ref, protocol.signature(t))
+                self.mirrors[mirror] = (ref, protocol.snapshot(t))
         return sync
 
 
@@ -484,12 +497,39 @@ def mirror_seeding(sandbox: SandboxChannel) -> None:
     mirrored(random, "seed", "random", "seed")
 
 
-def _callback(target: Any, op: str, decoder: wire.Decoder, header: dict) -> Any:
-    """What the student's code may do with a grader object: call it, index it, ask its length,
-    iterate it, read a public attribute that is plain data or a method of the object."""
+def _kind(obj: Any) -> str:
+    """What an object is, in a word, for a refusal (never its repr: that would run its code)."""
+    import types
+
+    if isinstance(obj, types.ModuleType):
+        return "module"
+    if isinstance(obj, type):
+        return "class"
+    if callable(obj):
+        return "function"
+    return f"{type(obj).__name__} object"
+
+
+_CALLBACK_OPERATION = {Op.LOCAL_CALL: "call", Op.LOCAL_GETITEM: "getitem", Op.LOCAL_LEN: "len",
+                       Op.LOCAL_ITER: "getitem"}
+
+
+def _callback(offer: protocol.Offer, op: str, decoder: wire.Decoder, header: dict) -> Any:
+    """What the student's code may do with a grader object: exactly what its ``Offer`` allows
+    (call it, index it, take its length, read a plain attribute from the offer's snapshot). Every
+    answer goes back through the default-deny encoder: plain values only."""
+    if op == Op.LOCAL_GETATTR:
+        name = str(header.get("name"))
+        if name not in offer.attributes:
+            raise AttributeError(f"{name} is not available to the submission")
+        return offer.attributes[name]
+    allowed = _CALLBACK_OPERATION.get(op)
+    if allowed is None:
+        raise ValueError(f"unknown callback {op!r}")
+    if allowed not in offer.operations:
+        raise TypeError(f"this grader object does not allow {allowed}")
+    target = offer.target
     if op == Op.LOCAL_CALL:
-        if not callable(target):
-            raise TypeError("this grader object is not callable")
         args = decoder.decode(header.get("args"))
         kwargs = decoder.decode(header.get("kwargs"))
         return target(*args, **{str(k): v for k, v in kwargs.items()})
@@ -497,17 +537,7 @@ def _callback(target: Any, op: str, decoder: wire.Decoder, header: dict) -> Any:
         return target[decoder.decode(header.get("key"))]
     if op == Op.LOCAL_LEN:
         return len(target)
-    if op == Op.LOCAL_ITER:
-        return list(iter(target))
-    if op == Op.LOCAL_GETATTR:
-        name = str(header.get("name"))
-        if name.startswith("_"):
-            raise AttributeError(name)
-        value = getattr(target, name)
-        if callable(value) and getattr(value, "__self__", None) is not target:
-            raise AttributeError(f"{name} is not available to the submission")
-        return value
-    raise ValueError(f"unknown callback {op!r}")
+    return list(iter(target))
 
 
 def _clean_output(output: dict) -> dict:

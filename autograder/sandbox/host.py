@@ -196,6 +196,90 @@ class ProcessLimit:
                "the memory watchdog)"
 
 
+def memory_cgroup_root() -> tuple[Path, str] | None:
+    """Where a per-sandbox memory cgroup can be made, and its version: cgroup v2 with the memory
+    controller, or v1's memory hierarchy, writable by this process (root)."""
+    unified = Path("/sys/fs/cgroup")
+    controllers = unified / "cgroup.controllers"
+    if controllers.is_file() and "memory" in controllers.read_text().split() \
+            and os.access(unified, os.W_OK):
+        return unified, "v2"
+    v1 = Path("/sys/fs/cgroup/memory")
+    if (v1 / "memory.limit_in_bytes").is_file() and os.access(v1, os.W_OK):
+        return v1, "v1"
+    return None
+
+
+class MemoryLimit:
+    """A memory cgroup holding one sandbox: the kernel counts everything it uses there — heap, page
+    cache, and the tmpfs and shared memory the RSS watchdog cannot see — and stops it at ``limit``
+    bytes (the notebook is killed, a ``KernelDied`` for that notebook only). ``None`` root or limit:
+    none is made (grading as an ordinary user, or without ``--memory-limit``)."""
+
+    def __init__(self, limit: int | None, *, unified_group: Path | None = None) -> None:
+        """``unified_group``: the sandbox's cgroup v2 group if it has one already (its pids limit):
+        in v2 a process is in one group, so the memory limit goes there too."""
+        self.limit, self.path, self.version, self.shared = limit, None, None, False
+        found = memory_cgroup_root() if os.geteuid() == 0 and limit else None
+        if found is not None:
+            root, self.version = found
+            self.shared = self.version == "v2" and unified_group is not None \
+                and unified_group.parent == root
+            path = unified_group if self.shared else \
+                root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
+            knob = "memory.max" if self.version == "v2" else "memory.limit_in_bytes"
+            try:
+                if self.version == "v2":
+                    _enable_controller(root, "memory")
+                path.mkdir(exist_ok=True)
+                (path / knob).write_text(str(int(limit)))
+                if self.version == "v2" and (path / "memory.swap.max").exists():
+                    (path / "memory.swap.max").write_text("0")
+                self.path = path
+            except OSError:
+                self.path = None
+
+    def enter(self) -> None:
+        if self.path is not None and not self.shared:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def used_bytes(self) -> int | None:
+        """What the sandbox uses now, as the kernel counts it."""
+        knob = "memory.current" if self.version == "v2" else "memory.usage_in_bytes"
+        try:
+            return int((self.path / knob).read_text()) if self.path is not None else None
+        except OSError:
+            return None
+
+    def remove(self) -> None:
+        if self.shared:  # the pids limit's group: removed with it
+            self.path = None
+        deadline = time.monotonic() + 5
+        while self.path is not None:
+            try:
+                self.path.rmdir()
+                self.path = None
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+
+    @staticmethod
+    def describe() -> str:
+        found = memory_cgroup_root() if os.geteuid() == 0 else None
+        if found is None:
+            return ("none (not root, or no writable memory cgroup): the RSS watchdog and the "
+                    "size-capped tmpfs are the limits")
+        return (f"a memory cgroup per sandbox (cgroup {found[1]}), counting heap, tmpfs and shared "
+                "memory, at --memory-limit plus the template's footprint and its tmpfs")
+
+
+def _enable_controller(root: Path, controller: str) -> None:
+    control = root / "cgroup.subtree_control"
+    if controller not in control.read_text().split():
+        control.write_text(f"+{controller}")
+
+
 @dataclass
 class SandboxProcess:
     """One warm sandbox: a template inside bubblewrap that runs one notebook at a time."""
@@ -210,6 +294,8 @@ class SandboxProcess:
     started: float = 0.0
     stderr_path: str | None = None
     processes: ProcessLimit | None = None
+    memory_bytes: int | None = None  # the sandbox's memory cgroup limit (None: no cgroup)
+    memory: MemoryLimit | None = None
     finished_at: float | None = None  # when its current notebook's checker finished
 
     def start(self) -> None:
@@ -223,14 +309,22 @@ class SandboxProcess:
         self.stderr_path = log.name
         if self.processes is None and self.sandboxed:
             self.processes = ProcessLimit()
+        if self.memory is None and self.sandboxed:
+            self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
         self.process = subprocess.Popen(
             kernel_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
             pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, env=_template_env(),
-            preexec_fn=self.processes.enter if self.processes is not None else None)
+            preexec_fn=self._enter_cgroups if self.sandboxed else None)
         log.close()
         theirs.close()
         self.control, self.state, self.started = ours, "starting", time.monotonic()
+
+    def _enter_cgroups(self) -> None:
+        """In the sandbox's process, before it execs bubblewrap (``preexec_fn``)."""
+        for cgroup in (self.processes, self.memory):
+            if cgroup is not None:
+                cgroup.enter()
 
     def fileno(self) -> int:
         return self.control.fileno()
@@ -314,8 +408,9 @@ class SandboxProcess:
             self.process.wait(timeout=10)
         if not keep_log:
             self._remove_log()
-            if self.processes is not None:
-                self.processes.remove()
+            for cgroup in (self.memory, self.processes):
+                if cgroup is not None:
+                    cgroup.remove()
 
     def _remove_log(self) -> None:
         if self.stderr_path:

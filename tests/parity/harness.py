@@ -505,9 +505,14 @@ def folder_files(root: Path, step: str, assignment: str, *, modes: str = "") -> 
 
 def snapshot(root: Path, assignment: str, *, modes: str = "") -> dict[str, Any]:
     """What a run left for ``assignment``: gradebook rows, ``autograded/`` and ``submitted/`` files."""
-    return {"gradebook": gradebook_rows(f"sqlite:///{root / 'gradebook.db'}", assignment),
-            "autograded": folder_files(root, "autograded", assignment, modes=modes),
-            "submitted": folder_files(root, "submitted", assignment)}
+    found = {"gradebook": gradebook_rows(f"sqlite:///{root / 'gradebook.db'}", assignment),
+             "autograded": folder_files(root, "autograded", assignment, modes=modes),
+             "submitted": folder_files(root, "submitted", assignment)}
+    records = sorted(p.parent.parent.name for p in
+                     (root / "autograded").glob(f"*/.autograder/{assignment}.json"))
+    if records:  # the autograder's run records (autograder/grading/run_record.py); nbgrader has none
+        found[RUN_RECORDS] = records
+    return found
 
 
 # --- comparing ---
@@ -540,19 +545,20 @@ def _short(value: Any, limit: int = 300) -> str:
 
 
 RUN_RECORD = "autograder.json"
+RUN_RECORDS = "run_records"
 
 
 def without_run_record(steps: list[dict]) -> tuple[list[dict], list[str]]:
-    """The autograder's snapshots without its run record (``autograded/<student>/<assignment>/
-    autograder.json``: device, timings, why cells failed), which nbgrader does not write; and where
-    it was (``step N/student``). The one file the comparison allows the autograder to add."""
+    """The autograder's snapshots without its run records (``autograded/<student>/.autograder/
+    <assignment>.json``: device, timings, why cells failed), which nbgrader does not write, and which
+    sit outside the autograded folder so that feedback never carries them; and where they were
+    (``step N/student``). The one file the comparison allows the autograder to add. A record inside
+    the autograded folder is *not* stripped: it would reach the student's feedback."""
     stripped, found = [], []
     for number, step in enumerate(steps, start=1):
         step = json.loads(json.dumps(step))
         for shot in (step, step.get("released") or {}):
-            for student, entries in (shot.get("autograded") or {}).items():
-                if entries.pop(RUN_RECORD, None) is not None:
-                    found.append(f"step {number}/{student}")
+            found += [f"step {number}/{student}" for student in shot.pop(RUN_RECORDS, [])]
         stripped.append(step)
     return stripped, found
 

@@ -32,8 +32,9 @@ import time
 from enum import StrEnum
 from multiprocessing.connection import Connection
 
+from autograder.grading.execute.confine import confine
 from autograder.grading.execute.limits import ExecutionLimits
-from autograder.grading.execute.outputs import OutputBudget, as_text
+from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
 from autograder.sandbox import channel as remote
 from autograder.sandbox.inside import shell as cells
@@ -56,6 +57,16 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     """Checker entry point: execute ``job.cells`` in order in ``workdir``, streaming ``Event`` s to
     ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it)."""
     _apply_limits(job, limits, workdir)
+    if limits.confined:
+        try:
+            confine(workdir=workdir, scratch=scratch, hidden=limits.hidden)
+        except OSError as error:  # the machine's fault, never a score: nothing is run
+            conn.send((Event.DIED, None, "GraderError",
+                       f"the checker could not get its own view of the machine ({error})"))
+            conn.send((Event.DONE, {"pid": os.getpid()}))
+            os._exit(0)
+    os.environ.update(HOME=scratch, IPYTHONDIR=os.path.join(scratch, ".ipython"),
+                      MPLCONFIGDIR=os.path.join(scratch, "matplotlib"))
     recorder = cells.Recorder()
     sys.stdout = cells.CellStream(recorder, "stdout")
     sys.stderr = cells.CellStream(recorder, "stderr")
@@ -108,9 +119,12 @@ _SHELL_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
 
 
 def _plain(value: object, depth: int = 0) -> bool:
-    """Plain data a grade cell may hand to the student's namespace by value (no tensors, no objects)."""
-    if isinstance(value, _PLAIN):
-        return type(value) in _PLAIN
+    """Plain data a grade cell may hand to the student's namespace by value: numbers, strings, bytes,
+    tensors and arrays, and tuples/lists/dicts of them (never a module, function, class or object)."""
+    if type(value) in _PLAIN:
+        return True
+    if type(value).__module__.split(".")[0] in ("torch", "numpy"):
+        return type(value).__name__ in ("Tensor", "Parameter", "ndarray")
     if type(value) in (tuple, list) and depth < 4 and len(value) <= 1000:
         return all(_plain(v, depth + 1) for v in value)
     if type(value) is dict and depth < 4 and len(value) <= 1000:
@@ -122,12 +136,14 @@ class _KeptFiles:
     """Files the notebook's code writes next to itself (a figure, a saved array), as nbgrader keeps
     them in ``autograded/``: after each of its cells they come over from the sandbox, are written in
     this checker's folder (so a grade cell reads them) and go to the parent. Never over a file that
-    was there before the notebook ran (the instructor's, the submission's), never a notebook."""
+    was there before the notebook ran (the instructor's, the submission's), never a notebook, never
+    past the notebook's ``KeptFilesBudget`` (the parent counts again)."""
 
     def __init__(self, workdir: str) -> None:
         self.workdir = os.path.realpath(workdir)
         self.before = {os.path.relpath(os.path.join(root, name), self.workdir)
                        for root, _, names in os.walk(self.workdir) for name in names}
+        self.budget = KeptFilesBudget()  # per notebook, across its cells
 
     def take(self, sandbox: remote.SandboxChannel, conn: Connection) -> None:
         files, _ = sandbox.new_files()
@@ -135,7 +151,7 @@ class _KeptFiles:
             path = os.path.normpath(relative)
             if (path.startswith(("..", "/")) or path in self.before or path.endswith(".ipynb")
                     or not os.path.realpath(os.path.join(self.workdir, path)).startswith(
-                        self.workdir + os.sep)):
+                        self.workdir + os.sep) or not self.budget.admit(path, len(data))):
                 continue
             target = os.path.join(self.workdir, path)
             try:
@@ -149,19 +165,20 @@ class _KeptFiles:
 
 
 class _Names:
-    """Which names of the checker's namespace are its own (trusted cells, grade-cell assignments)
-    and which were fetched from the student's namespace (refreshed before every grade cell).
+    """Which names of the checker's namespace are its own (trusted cells, grade-cell bindings) and
+    which were read from the student's namespace (refreshed before every grade cell).
 
-    One namespace, as in a single kernel: what a grade cell does to a name it fetched — ``del`` it,
-    rebind it (to another of the student's objects, or a function of its own) — and the plain data
-    it assigns to new public names act on the student's namespace too, through the channel, before
-    the grade cell's next request reaches the student's code (``changes``)."""
+    One namespace, as in a single kernel, for the names a grade cell *reads* from the student: if the
+    cell deletes such a name, or rebinds it to plain data (or to one of the student's own objects, a
+    handle that resolves in the sandbox), the student's namespace follows through the channel before
+    the cell's next request reaches the student's code (``changes``). Nothing else is ever pushed:
+    not a name the cell binds before reading it (its own ``… as _hidden``), not a module, function,
+    class or object of the checker, not a name starting with ``_``."""
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
         self.fetched: dict[str, object] = {}
         self.trusted: set[str] = set(namespace)
-        self.pushed: dict[str, object] = {}
         self.gone: set[str] = set()  # the student's names a grade cell deleted
         self.mark_own()
 
@@ -177,16 +194,10 @@ class _Names:
             self.fetched.pop(name)
             self.gone.add(name)  # still the student's name: binding it again goes back there
         bound = {name: value for name, value in self.namespace.items()
-                 if (name in self.fetched and self.fetched[name] is not value) or name in self.gone}
+                 if ((name in self.fetched and self.fetched[name] is not value) or name in self.gone)
+                 and not name.startswith("_") and (_plain(value) or type(value) is remote.Remote)}
         self.gone -= set(bound)
-        for name, value in self.namespace.items():
-            if (name not in self.fetched and name not in self.trusted and name not in _SHELL_NAMES
-                    and not name.startswith("_") and self.pushed.get(name, self) is not value
-                    and _plain(value)):
-                bound[name] = value
-                self.pushed[name] = value
-        self.fetched.update((name, value) for name, value in bound.items()
-                            if name not in self.pushed or self.pushed[name] is not value)
+        self.fetched.update(bound)
         return deleted, bound
 
     def mark_own(self) -> None:
@@ -194,13 +205,55 @@ class _Names:
                     if not (name in self.fetched and self.fetched[name] is value)}
 
     def wanted(self, source: str) -> list[str]:
-        """Names a grade cell reads that the checker does not define itself."""
+        """Names a grade cell reads (or deletes) before it binds them, and the checker does not
+        define itself: those come from the student's namespace."""
         try:
             tree = ast.parse(source)
         except SyntaxError:
             return []
-        read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        return sorted(read - self.own - set(dir(builtins)))
+        return sorted(_read_before_bound(tree) - self.own - set(dir(builtins)))
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+           ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _read_before_bound(tree: ast.Module) -> set[str]:
+    """The names a cell reads (or deletes) at a point where the cell itself has not bound them yet,
+    statement by statement; names read inside a function or comprehension count as read when the
+    cell has not bound them before that statement."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for statement in tree.body:
+        read |= {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)
+                 and isinstance(node.ctx, ast.Load | ast.Del)} - bound
+        bound |= _bound_by(statement)
+    return read
+
+
+def _bound_by(statement: ast.stmt) -> set[str]:
+    """The names one top-level statement binds in the cell's namespace (not inside its scopes)."""
+    names: set[str] = set()
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        if isinstance(node, _SCOPES) and node is not statement:
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            pending.extend(node.decorator_list)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.SandboxChannel,

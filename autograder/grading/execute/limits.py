@@ -50,10 +50,26 @@ class ExecutionLimits:
     student_rss_bytes: int | None
     checker_rss_bytes: int | None
     threads: int  # torch threads of the checker and of the student's process
+    confined: bool = True  # the checker gets its own view of the machine (``confine.py``)
+    hidden: tuple[str, ...] = ()  # folders the checker must not see (the course, the gradebook's)
+
+
+TEMPLATE_ALLOWANCE = 2 * 2**30  # the template and a fresh child's footprint, with room to spare
+
+
+def sandbox_memory_bytes(memory_limit_gb: float | None) -> int | None:
+    """The memory cgroup of one sandbox (``host.MemoryLimit``): the notebook's limit, plus the
+    template and the notebook's tmpfs (whose pages the RSS watchdog does not see); None: no limit."""
+    if not memory_limit_gb:
+        return None
+    from autograder.sandbox.inside.protocol import NOTEBOOK_TMPFS_BYTES
+
+    return int(memory_limit_gb * 2**30) + TEMPLATE_ALLOWANCE + sum(NOTEBOOK_TMPFS_BYTES.values())
 
 
 def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, device_used: str,
-                     workers: int, cpus: int) -> ExecutionLimits:
+                     workers: int, cpus: int, confined: bool = True,
+                     hidden: tuple[str, ...] = ()) -> ExecutionLimits:
     """``memory_limit_gb`` on top of what a fresh child of the template uses (``probe``); ``cpus``
     shared by ``workers`` notebooks at once."""
     vm, rss = probe.virtual_bytes, probe.resident_bytes
@@ -64,7 +80,8 @@ def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, dev
     return ExecutionLimits(memory_limit_gb=memory_limit_gb,
                            student_address_space_bytes=address_space,
                            student_rss_bytes=(rss + limit) if limit else None,
-                           checker_rss_bytes=checker_rss, threads=max(1, cpus // max(1, workers)))
+                           checker_rss_bytes=checker_rss, threads=max(1, cpus // max(1, workers)),
+                           confined=confined, hidden=tuple(hidden))
 
 
 def job_message(job: ExecutionJob, limits: ExecutionLimits) -> Job:

@@ -20,6 +20,39 @@ MAX_OUTPUTS = 200  # output entries of one cell
 SHOWN_AS_TEXT = 4_000  # characters of a student's display/result/error kept as text in a grade cell
 
 
+# what one notebook may leave next to itself in autograded/ (and so in feedback/), whatever its cells
+KEPT_FILES, KEPT_BYTES, KEPT_DEPTH, KEPT_FOLDERS = 200, 64 * 2**20, 8, 50
+
+
+class KeptFilesBudget:
+    """The files one notebook keeps, counted on the trusted side across all its cells (the sandbox's
+    own per-call bound is not trusted): at most ``KEPT_FILES`` files and ``KEPT_BYTES`` bytes in all,
+    ``KEPT_DEPTH`` folders deep, in ``KEPT_FOLDERS`` folders; the rest is left out, and counted."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, int] = {}
+        self.bytes = 0
+        self.left_out = 0
+
+    def admit(self, path: str, size: int) -> bool:
+        """Whether the file at relative ``path`` (of ``size`` bytes) is kept; a rewrite of a kept file
+        is charged its new size."""
+        folders = {part for part in _parents(path)}
+        known = {f for kept in self.files for f in _parents(kept)}
+        total = self.bytes - self.files.get(path, 0) + size
+        if (path not in self.files and len(self.files) >= KEPT_FILES) or total > KEPT_BYTES \
+                or path.count("/") >= KEPT_DEPTH or len(known | folders) > KEPT_FOLDERS:
+            self.left_out += 1
+            return False
+        self.files[path], self.bytes = size, total
+        return True
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+
+
 def as_text(output: dict) -> dict:
     """A student-side output produced during a grade cell, as a plain stdout stream."""
     kind = output.get("output_type")

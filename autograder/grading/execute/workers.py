@@ -28,6 +28,7 @@ from unittest import mock
 
 from autograder.grading.execute.checker import Event, ExecutionJob, run_notebook
 from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
+from autograder.grading.execute.outputs import KeptFilesBudget
 from autograder.grading.model import NotebookOutcome
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
@@ -123,6 +124,7 @@ class RunningNotebook:
     reason: str | None = None  # why the run did not complete (None: it did)
     scratch: str | None = None  # the checker's temporary folder
     files: dict[str, bytes] = field(default_factory=dict)  # what the notebook wrote next to itself
+    kept: KeptFilesBudget = field(default_factory=KeptFilesBudget)
     failed_ename: str = "KernelDied"
 
     def start(self) -> None:
@@ -170,8 +172,9 @@ class RunningNotebook:
             elif kind == Event.DIED:  # the student's process is gone; the checker stops here
                 _, index, ename, reason = message
                 self.running_cell, self.failed_ename, self.reason = index, ename, reason
-            elif kind == Event.FILE:
-                self.files[message[1]] = message[2]
+            elif kind == Event.FILE:  # counted again here: the checker talks to the sandbox
+                if self.kept.admit(str(message[1]), len(message[2])):
+                    self.files[message[1]] = message[2]
             elif kind == Event.DONE:
                 self.done = True
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from autograder.errors import GradingError
 from autograder.grading.execute import workers
-from autograder.grading.execute.limits import execution_limits
+from autograder.grading.execute.limits import execution_limits, sandbox_memory_bytes
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.model import ExecutionJob
 from autograder.grading.slurm.chunks import write_result
@@ -81,7 +81,8 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
     host = socket.gethostname()
     task = _task_id()
     workers.start_template()
-    pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda")
+    pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda",
+                           memory_bytes=sandbox_memory_bytes(first.memory_limit_gb))
             for _ in range(max(1, min(first.workers or _task_cpus(),
                                      sum(len(work.notebooks) for work in chunk))))]
     with (_Stopping() as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,
@@ -96,7 +97,9 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
             return
         limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
-                                  device_used=first.device, workers=len(pool), cpus=_task_cpus())
+                                  device_used=first.device, workers=len(pool), cpus=_task_cpus(),
+                                  confined=first.sandboxed,
+                                  hidden=(os.path.realpath(results_dir),))
         wait_for_a_sandbox(pool)
         _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
         node = {"key": "", "host": host, "task": task, "device": first.device,

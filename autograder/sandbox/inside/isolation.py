@@ -1,16 +1,23 @@
 """A notebook's own namespaces inside the sandbox (untrusted side, before any student code runs).
 
-The sandbox template forks one child per notebook. Without more, that child could signal the
-template (stop it, kill it) — they run as the same user. ``enter_own_namespaces`` gives the notebook a
-user and PID namespace of its own, nested in the sandbox's:
+The sandbox template forks one child per notebook. Without more, that child would share with the
+template, and with the notebooks before and after it, whatever the sandbox holds: its writable folders,
+System V IPC, the template's ``/proc`` entries (same user). ``enter_own_namespaces`` gives every notebook
+namespaces of its own, nested in the sandbox's, so that it starts from nothing shared:
 
-- a new PID namespace whose first process is the notebook: the template and bubblewrap's init are not
-  in it, so they have no PID there to ``kill``, and the kernel refuses a signal through a pidfd (or a
-  ``/proc/<pid>`` folder) to a process outside the caller's namespace; when the notebook ends, the
-  kernel kills whatever it left in its namespace. (``/proc`` stays the sandbox's: a fresh one cannot
-  be mounted below bubblewrap's read-only overmounts, so the template's *entry* stays visible, its
-  memory and environment not: it is non-dumpable.)
-- a new user namespace (needed to make the others without privilege) mapping only the sandbox's own
+- a **PID namespace** whose first process is the notebook: the template and bubblewrap's init have no
+  PID there to signal, a pidfd or ``/proc/<pid>`` folder outside it is refused, and when the notebook
+  ends the kernel kills whatever it left in its namespace;
+- a **mount namespace** with fresh, size-capped tmpfs on ``/tmp``, ``/dev/shm`` and ``/sandbox-work``
+  (the job folder is made in it after this call): nothing the notebook writes outlives it, nothing the
+  last one wrote is there; read-only mounts below those folders (a virtual environment under ``/tmp``)
+  are carried over. The ``/proc`` folders of every process outside the notebook's namespace (bubblewrap's
+  init, the template and its threads, this process) are covered by empty read-only mounts, so the
+  notebook cannot write the template's ``oom_score_adj`` or scheduling settings. (A fresh ``/proc``
+  cannot be mounted below bubblewrap's read-only overmounts.) The mounts are locked: a namespace the
+  notebook makes for itself cannot unmount them;
+- an **IPC namespace**: System V shared memory, semaphores and message queues of its own;
+- a **user namespace** (needed to make the others without privilege) mapping only the sandbox's own
   user, and every capability dropped before the notebook's first line runs, ``no_new_privs`` set.
 
 Standard library and ``ctypes`` only (bubblewrap mounts this folder alone). Returns False, changing
@@ -23,7 +30,9 @@ import ctypes
 import os
 import signal
 
-CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC = 0x10000000, 0x20000000, 0x20000, 0x8000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 8192, 16384, 1 << 18
+HOLD = ".autograder-carried"  # where mounts below a fresh folder wait while it is replaced
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
 _CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63
@@ -44,28 +53,103 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def enter_own_namespaces() -> bool:
-    """Move this (single-threaded) process's future into its own user + PID namespace.
+def enter_own_namespaces(fresh: dict[str, int]) -> bool:
+    """Move this (single-threaded) process's future into its own user, PID, mount and IPC namespaces,
+    with a fresh tmpfs of ``fresh[folder]`` bytes on each folder of ``fresh`` (``/dev/shm`` first).
 
     Forks once: this process stays behind only to wait and pass the notebook's exit status on (it
     never returns); the returning process is PID 1 of the new namespace. False: not possible here."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = load_libc()
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0:
+    outside = _outside_tasks()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0:
         return False
-    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
-                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
-        with open(path, "w") as handle:
-            handle.write(text)
+    map_own_user(uid, gid)
+    mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    for folder, size in sorted(fresh.items(), key=lambda item: item[0] != "/dev/shm"):
+        fresh_tmpfs(libc, folder, size, hold="/dev/shm")
+    for task in outside:
+        mount(libc, "none", f"/proc/{task}", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+              "size=4k,mode=0555", missing_ok=True)
     pid = os.fork()
     if pid != 0:
         _wait_and_pass_on(pid)  # never returns
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    _drop_capabilities(libc)
+    drop_capabilities(libc)
     return True
 
 
-def _drop_capabilities(libc) -> None:
+def load_libc() -> ctypes.CDLL:
+    """The C library, with ``mount``'s argument types declared and ``errno`` kept."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                           ctypes.c_char_p]
+    return libc
+
+
+def map_own_user(uid: int, gid: int) -> None:
+    """In a user namespace just made: map only the user (and group) this process already is."""
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as handle:
+            handle.write(text)
+
+
+def _outside_tasks() -> list[str]:
+    """The ``/proc`` names of every task that stays outside the notebook's PID namespace: bubblewrap's
+    init, the template (this process's parent), this process, and their threads."""
+    tasks = set()
+    for pid in {1, os.getppid(), os.getpid()}:
+        tasks.add(str(pid))
+        try:
+            tasks |= set(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return sorted(tasks)
+
+
+def fresh_tmpfs(libc, folder: str, size: int, *, hold: str, carry: tuple[str, ...] | list[str] = (),
+                options: str = "", mode: str | None = None) -> None:
+    """An empty tmpfs of ``size`` bytes on ``folder``; mounts below it (read-only binds of the
+    interpreter or the virtual environment) and the ``carry`` folders below it are moved aside under
+    ``hold`` and back on top, so they stay where they were."""
+    inside = folder.rstrip("/") + "/"
+    below = [point for point in [*_mount_points(), *carry] if point.startswith(inside)]
+    below = sorted({p for p in below if not any(p != q and p.startswith(q + "/") for q in below)})
+    if below and (hold == folder or hold.startswith(folder.rstrip("/") + "/")):
+        raise OSError(f"mounts below {folder} cannot be carried through {hold}")
+    carried = []
+    for number, point in enumerate(below):
+        aside = os.path.join(hold, f"{HOLD}-{number}")
+        os.makedirs(aside)
+        mount(libc, point, aside, None, MS_BIND | MS_REC)
+        carried.append((aside, point))
+    mode = mode or ("1777" if folder in ("/tmp", "/dev/shm") else "0700")
+    mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={int(size)},mode={mode}{options}")
+    for aside, point in carried:
+        os.makedirs(point, exist_ok=True)
+        mount(libc, aside, point, None, MS_MOVE)
+        os.rmdir(aside)
+
+
+def _mount_points() -> list[str]:
+    with open("/proc/self/mountinfo") as handle:
+        return [line.split()[4].encode().decode("unicode_escape") for line in handle
+                if len(line.split()) > 4]
+
+
+def mount(libc, source: str | None, target: str, kind: str | None, flags: int,
+           data: str | None = None, *, missing_ok: bool = False) -> None:
+    encode = lambda text: text.encode() if text is not None else None  # noqa: E731
+    if libc.mount(encode(source), encode(target), encode(kind), flags, encode(data)) != 0:
+        error = ctypes.get_errno()
+        if missing_ok and error == 2:  # ENOENT: a thread that ended meanwhile
+            return
+        raise OSError(error, f"mount {target}: {os.strerror(error)}")
+
+
+def drop_capabilities(libc) -> None:
     for cap in range(_LAST_CAP + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last one the kernel knows
     header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()

@@ -103,19 +103,12 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
              kill: socket.socket) -> dict:
     # a fresh, unpredictable folder per job: nothing a notebook leaves can be waiting for the next
     workdir = os.path.join(WORK, f"job-{secrets.token_hex(8)}")
-    os.makedirs(workdir)
-    for path, index in zip(files.get("paths", []), range(len(blobs)), strict=False):
-        target = os.path.normpath(os.path.join(workdir, path))
-        if target.startswith(workdir + os.sep):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as out:
-                out.write(blobs[index])
     pid = os.fork()
     if pid == 0:  # the child: never returns
         kill.close()
         try:
             _close_inherited(keep=data.fileno())
-            _child(job, workdir, data)
+            _child(job, workdir, data, files.get("paths", []), blobs)
         finally:
             os._exit(70)
     started = time.monotonic()
@@ -296,7 +289,8 @@ def _probe_isolation() -> bool:
     pid = os.fork()
     if pid == 0:
         try:
-            ok = isolation.enter_own_namespaces() and os.getpid() == 1
+            ok = isolation.enter_own_namespaces(dict.fromkeys(protocol.NOTEBOOK_TMPFS_BYTES, 2**20)) \
+                and os.getpid() == 1
             os._exit(0 if ok else 3)
         finally:
             os._exit(3)
@@ -304,11 +298,30 @@ def _probe_isolation() -> bool:
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
-def _child(job: dict, workdir: str, data: socket.socket) -> None:
+def _write_companions(workdir: str, paths: list[str], blobs: list[bytes]) -> None:
+    """The notebook's folder with the files that come with it (the submission's other files)."""
+    os.makedirs(workdir)
+    for path, index in zip(paths, range(len(blobs)), strict=False):
+        target = os.path.normpath(os.path.join(workdir, str(path)))
+        if target.startswith(workdir + os.sep):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as out:
+                out.write(blobs[index])
+
+
+def _child(job: dict, workdir: str, data: socket.socket, paths: list[str],
+           blobs: list[bytes]) -> None:
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if ISOLATED and not isolation.enter_own_namespaces():  # from here on: PID 1 of its own
+    fresh = job.get("tmpfs") or protocol.NOTEBOOK_TMPFS_BYTES
+    if ISOLATED and not isolation.enter_own_namespaces(fresh):  # from here on: PID 1 of its own
         raise SystemExit("the notebook's own namespaces could not be made")
+    _write_companions(workdir, paths, blobs)
+    try:  # the sandbox's memory cgroup stops the notebook, not the template that runs the next one
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
     os.setsid()
     os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
     os.chdir(workdir)
@@ -341,7 +354,7 @@ class Kernel:
         self.objects: dict[int, Any] = {}  # handle id -> object the checker holds a handle to
         self.ids: dict[int, int] = {}  # id(object) -> handle id
         self.mirrors: dict[int, Any] = {}  # mirror id -> tensor the checker also holds
-        self.signatures: dict[int, tuple] = {}
+        self.snapshots: dict[int, tuple] = {}  # mirror id -> its state when last sent
         self.depth = 0
         self.next_id = 1
         self.next_request = 1
@@ -423,7 +436,7 @@ class Kernel:
                 self.ids.pop(id(obj), None)
             for mirror in header.get("mirrors", []):
                 self.mirrors.pop(mirror, None)
-                self.signatures.pop(mirror, None)
+                self.snapshots.pop(mirror, None)
             return None
         target = self._object(header.get("target"))
         if op == Op.CALL:
@@ -550,10 +563,10 @@ class Kernel:
         held = self.mirrors.get(mirror)
         if held is None:
             self.mirrors[mirror] = tensor
-            self.signatures[mirror] = protocol.signature(tensor)
+            self.snapshots[mirror] = protocol.snapshot(tensor)
             return tensor
         protocol.assign(held, tensor)
-        self.signatures[mirror] = protocol.signature(held)
+        self.snapshots[mirror] = protocol.snapshot(held)
         return held
 
     def _apply_sync(self, message: dict, blobs: list[bytes]) -> None:
@@ -564,9 +577,8 @@ class Kernel:
     def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
         sync = protocol.empty_sync()
         for mirror, held in self.mirrors.items():
-            signature = protocol.signature(held)
-            if signature != self.signatures.get(mirror):
-                self.signatures[mirror] = signature
+            if not protocol.unchanged(held, self.snapshots.get(mirror)):
+                self.snapshots[mirror] = protocol.snapshot(held)
                 sync["ids"].append(mirror)
                 sync["trees"].append(encoder.tensor(held))
         return sync

@@ -70,6 +70,9 @@ class ExitHow(StrEnum):
 # what FILES hands back at most (the rest is left out, and said so)
 FILE_BYTES, FILES_BYTES, FILES_COUNT = 16 * 2**20, 64 * 2**20, 1000
 
+# the fresh tmpfs of every notebook (mount point -> bytes; isolation.py), unless its Job says otherwise
+NOTEBOOK_TMPFS_BYTES = {"/tmp": 512 * 2**20, "/sandbox-work": 512 * 2**20, "/dev/shm": 256 * 2**20}
+
 # request fields sent as plain JSON; every other field is a ``wire``-encoded value
 RAW_FIELDS = frozenset({"target", "name", "source", "names"})
 
@@ -111,6 +114,7 @@ class Job(TypedDict):
     threads: int  # torch threads
     student_rss_bytes: int | None  # the template's watchdog on the notebook's resident memory
     rlimits: dict[str, int | None]  # RLIMIT_<NAME> of the notebook's process: as, fsize, nproc, cpu, core
+    tmpfs: dict[str, int]  # the notebook's fresh folders and their sizes (``NOTEBOOK_TMPFS_BYTES``)
 
 
 def empty_sync() -> Sync:
@@ -129,12 +133,96 @@ def sync_entries(message: dict) -> list[tuple[int, dict]]:
             if type(mirror) is int and isinstance(tree, dict)]
 
 
-def signature(t: Any) -> tuple:
-    """What changes when a mirrored tensor (or its gradient) is modified, replaced or resized: a
-    tensor whose signature differs from the one last sent goes into the next sync block."""
+class Offer:
+    """A checker object offered to the student's code, and exactly what that code may do with it.
+
+    The channel is default-deny: only plain values cross toward the sandbox (``wire``'s list). A
+    hidden check that must hand the student's code something live — a function to call back, a
+    dataset that counts its reads — wraps it in an ``Offer``; nothing else is ever sent as a handle.
+    The sandbox may use only ``operations`` (``call``, ``getitem``, ``len``) and read only the
+    ``attributes`` snapshot (plain values taken when the offer is made); every answer is plain data
+    again. No attribute walk, no ``__self__``, no module, class or frame is reachable through it."""
+
+    __slots__ = ("target", "operations", "attributes")
+
+    OPERATIONS = frozenset({"call", "getitem", "len"})
+
+    def __init__(self, target: Any, operations: set[str] | frozenset[str],
+                 attributes: dict[str, Any] | None = None) -> None:
+        unknown = set(operations) - self.OPERATIONS
+        if unknown:
+            raise ValueError(f"an Offer allows only {sorted(self.OPERATIONS)}, not {sorted(unknown)}")
+        self.target, self.operations = target, frozenset(operations)
+        self.attributes = dict(attributes or {})
+
+    def __repr__(self) -> str:
+        return f"<grader object: {', '.join(sorted(self.operations))}>"
+
+
+def call_only(function: Any) -> Offer:
+    """``function`` as the student's code may use it: called with plain values, answering plain values."""
+    if not callable(function):
+        raise TypeError(f"call_only needs a callable, got {type(function).__name__}")
+    return Offer(function, {"call"})
+
+
+def sequence_only(obj: Any, attributes: tuple[str, ...] = ()) -> Offer:
+    """``obj`` as a read-only sequence for the student's code: ``len`` and ``[...]``, plus a snapshot
+    of the named plain attributes (``shape``, ``dtype``, ...)."""
+    return Offer(obj, {"getitem", "len"}, {name: getattr(obj, name) for name in attributes})
+
+
+# What a mirrored tensor is at one moment, compared by content (not by torch's version counter,
+# which ``p.data.add_``, ``.data`` assignments and some fused kernels leave unchanged): its layout and
+# identity, and a copy of its storage bytes (and its gradient's), on the tensor's own device.
+Snapshot = tuple
+
+
+def _raw_bytes(t: Any) -> Any:
+    import torch
+
+    if t.device.type == "meta":
+        return None
+    storage = t.detach().untyped_storage()
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage).clone()
+
+
+def _layout(t: Any) -> tuple:
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device,
+            t.requires_grad)
+
+
+def snapshot(t: Any) -> Snapshot:
+    """The state of mirrored tensor ``t`` now (see ``unchanged``)."""
     grad = t.grad if t.is_leaf else None
-    return (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device,
-            id(grad), grad._version if grad is not None else None)
+    return (_layout(t), _raw_bytes(t), id(grad),
+            None if grad is None else (_layout(grad), _raw_bytes(grad)))
+
+
+def unchanged(t: Any, before: Snapshot | None) -> bool:
+    """Whether ``t`` (and its gradient) has the layout, identity and bytes it had at ``before``: a
+    tensor that changed in any way goes into the next sync block."""
+    if not before:
+        return False
+    now_grad = t.grad if t.is_leaf else None
+    layout, raw, grad_id, grad = before
+    if _layout(t) != layout or id(now_grad) != grad_id or not _same_bytes(t, raw):
+        return False
+    if now_grad is None:
+        return grad is None
+    return grad is not None and _layout(now_grad) == grad[0] and _same_bytes(now_grad, grad[1])
+
+
+def _same_bytes(t: Any, raw: Any) -> bool:
+    import torch
+
+    if raw is None:
+        return t.device.type == "meta"
+    storage = t.detach().untyped_storage()
+    if storage.nbytes() != raw.numel():
+        return False
+    current = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
+    return bool(torch.equal(current, raw))
 
 
 def assign(held: Any, new: Any) -> None:
