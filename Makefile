@@ -37,7 +37,7 @@ site: $(STAMP)
 	done
 
 ## 2. Run the whole test suite (builds the site first, from the cache).
-test: site system-deps node-deps
+test: system-deps site node-deps  # system-deps first: the zh-TW figures are drawn with its CJK font
 	$(BIN)/python -m pytest
 
 ## npm packages the tests drive: JupyterHub's proxy (tests/test_service_hub.py), inside .venv.
@@ -51,10 +51,15 @@ $(CHP):
 ## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
 ## tests/slurm_cluster.py); bubblewrap (the grading sandbox). Each is installed only when missing.
 SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap
+## Fonts, as fontconfig-language:package: without a CJK font chromium draws every zh-TW page as boxes
+## (tests/test_i18n_site.py looks at one). fonts-noto-cjk: 57 MB, no recommends.
+SYSTEM_FONTS := zh-tw:fonts-noto-cjk
 system-deps:
-	@MISSING=$$(for dep in $(SYSTEM_DEPS); do \
+	@MISSING=$$( { for dep in $(SYSTEM_DEPS); do \
 	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || echo $${dep#*:}; \
-	  done | sort -u | tr '\n' ' '); \
+	  done; for font in $(SYSTEM_FONTS); do \
+	  fc-list :lang=$${font%%:*} 2>/dev/null | grep -q . || echo $${font#*:}; \
+	  done; } | sort -u | tr '\n' ' '); \
 	[ -z "$${MISSING// /}" ] || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$MISSING; }

@@ -8,6 +8,7 @@ Run after `make site` (it builds both editions; the zh-TW build's log is _build/
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -30,6 +31,9 @@ BUILD_LOG = REPO_ROOT / "_build" / "i18n" / LANGUAGE / "build.log"
 SWITCH = "a.language-switch"
 # A term of a translated page (exercise 1's title and text) and the page search must find with it.
 SEARCH_TERM, SEARCH_PAGE = "步幅", "exercises/01_strides/01_strides.html"
+# Four-character compounds jieba's own dictionary splits (最佳/化器): the search dictionary built from
+# the glossary keeps them whole, so every page that contains one is found (issue 31).
+COMPOUNDS = ("最佳化器", "前向傳播", "隱藏測試", "混合精度")
 
 
 def require_build() -> None:
@@ -122,6 +126,128 @@ def test_chinese_search_finds_a_page(page, site_url):
     assert any(_path(link.split("#")[0]) == f"{FOLDER}/{SEARCH_PAGE}" for link in links), \
         f"search for {SEARCH_TERM!r} did not find {SEARCH_PAGE}: {links}"
     screenshot(page, "site/zh-tw_search")
+
+
+def _search_index() -> dict:
+    import json
+
+    raw = (ZH_HTML / "searchindex.js").read_text(encoding="utf-8")
+    return json.loads(raw[raw.index("(") + 1: raw.rindex(")")])
+
+
+def _article_text(docname: str) -> str:
+    text = (ZH_HTML / f"{docname}.html").read_text(encoding="utf-8")
+    return re.sub(r"<[^>]+>", "", text[text.index("<article"):text.index("</article>")])
+
+
+def pages_containing(term: str) -> set[str]:
+    return {d for d in _search_index()["docnames"] if term in _article_text(d)}
+
+
+@pytest.mark.parametrize("term", COMPOUNDS)
+def test_search_index_has_the_compound_terms(term):
+    """The zh-TW search index holds each compound whole, for every page whose text contains it
+    (before the dictionary: 最佳化器 was on 10 pages and in the index of none)."""
+    require_build()
+    index = _search_index()
+    assert term in index["terms"], f"{term!r} is not a term of the zh-TW search index"
+    found = index["terms"][term]
+    found = {index["docnames"][i] for i in ([found] if isinstance(found, int) else found)}
+    title = index["titleterms"].get(term, [])
+    found |= {index["docnames"][i] for i in ([title] if isinstance(title, int) else title)}
+    containing = pages_containing(term)
+    assert len(containing) >= 2 and containing <= found, f"{term!r}: not found on {containing - found}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("term", COMPOUNDS)
+def test_chinese_search_finds_the_compound_terms(page, site_url, term):
+    page.goto(urljoin(site_url, f"{FOLDER}/search.html?q={term}"))
+    page.locator("#search-results ul.search li").first.wait_for(state="attached", timeout=30_000)
+    page.wait_for_function("() => !document.querySelector('#search-progress')?.textContent?.includes('…')"
+                           " && document.querySelector('#search-results h2')", timeout=30_000)
+    links = page.eval_on_selector_all("#search-results ul.search li a", "as => as.map(a => a.href)")
+    found = {_path(link.split("#")[0]).removeprefix(f"{FOLDER}/").removesuffix(".html") for link in links}
+    missing = pages_containing(term) - found
+    assert not missing, f"search for {term!r} did not find {sorted(missing)}"
+    if term == COMPOUNDS[0]:
+        screenshot(page, "site/zh-tw_search_compound")
+
+
+def test_theme_strings_terminology_page_and_footer_are_chinese():
+    """The theme's buttons and footer in zh-TW; the 中英術語對照 page generated from the glossary, in the
+    sidebar, without a switch to an English page that does not exist."""
+    require_build()
+    from autograder.i18n.checks import glossary_path, read_terms
+    from autograder.i18n.pages import TERMINOLOGY
+
+    text = (ZH_HTML / "chapters" / "05_compute_accounting.html").read_text(encoding="utf-8")
+    for english in ("Repository", "Open issue", "CS336 course kit contributors"):
+        assert english not in text, f"{english!r} left in English on a zh-TW page"
+    assert "儲存庫" in text and "回報問題" in text
+    terminology = (ZH_HTML / f"{TERMINOLOGY}.html").read_text(encoding="utf-8")
+    assert "中英術語對照" in terminology and 'class="language-switch"' not in terminology
+    for term in read_terms(glossary_path(LANGUAGE, REPO_ROOT)):
+        assert f"<td><p>{term.english}</p></td>" in terminology, term.english
+    assert f'href="{TERMINOLOGY}.html"' in (ZH_HTML / "intro.html").read_text(encoding="utf-8")
+    assert not (HTML / f"{TERMINOLOGY}.html").exists()
+
+
+# The characters of ``text`` that the page's own font stack draws narrower than full width: a CJK font
+# draws every ideograph one em wide; without one chromium draws a narrow hex box (measured: 12 px at
+# 32 px against 32 px with fonts-noto-cjk).
+_DRAWN_AS_BOXES = r"""(text) => {
+  const font = getComputedStyle(document.querySelector("article.bd-article section p")).fontFamily;
+  const ctx = document.createElement("canvas").getContext("2d");
+  ctx.font = `32px ${font}`;
+  return Array.from(text).filter((c) => ctx.measureText(c).width < 0.9 * 32);
+}"""
+
+
+@pytest.mark.browser
+def test_a_zh_tw_page_with_a_figure_is_seen_in_chinese(page, site_url):
+    """What a reader sees, not only what the HTML holds: on a zh-TW page with a figure, every Chinese
+    character of the title and the first paragraphs is drawn with a real glyph (make installs
+    fonts-noto-cjk: Makefile SYSTEM_FONTS), and the page is kept as a screenshot."""
+    page.goto(urljoin(site_url, f"{FOLDER}/chapters/01_memory_accounting.html"))
+    _settle(page)
+    assert page.locator("article.bd-article img").count() >= 1, "the page has no figure"
+    title = page.locator("article.bd-article h1").first.inner_text()
+    paragraphs = " ".join(page.locator("article.bd-article section p").all_inner_texts()[:3])
+    chinese = "".join(dict.fromkeys(c for c in title + paragraphs if "\u4e00" <= c <= "\u9fff"))
+    assert len(chinese) > 20, f"not a Chinese page: {title!r}"
+    boxes = page.evaluate(_DRAWN_AS_BOXES, chinese)
+    assert not boxes, (f"chromium draws {''.join(boxes)!r} as boxes: no CJK font (run `make system-deps`, "
+                       "which installs fonts-noto-cjk)")
+    page.locator("article.bd-article img").first.scroll_into_view_if_needed()
+    screenshot(page, "site/zh-tw_page_with_figure", full_page=False)
+
+
+def _figures(html: Path, docname: str) -> list[Path]:
+    text = (html / f"{docname}.html").read_text(encoding="utf-8")
+    found = re.findall(r'<img[^>]+src="([^"]+_images/[^"]+\.png)"', text)
+    return [(html / docname).parent / src for src in found]
+
+
+@pytest.mark.parametrize(("docname", "labels"), [
+    ("chapters/01_memory_accounting", {"位元配置", "符號", "指數", "小數", "範圍"}),
+    ("chapters/09_optimizers_and_training", {"一個訓練步驟的記憶體", "參數", "活化值", "最佳化器狀態"}),
+])
+def test_zh_tw_figures_show_zh_tw_labels(docname, labels):
+    """The figure files of a zh-TW page are the English figures redrawn with their labels from
+    figures.po (_ext/figure_i18n.py): the texts each PNG shows are in its Description."""
+    require_build()
+    from PIL import Image
+
+    english, chinese = _figures(HTML, docname), _figures(ZH_HTML, docname)
+    assert chinese and len(chinese) == len(english), f"{docname}: {len(chinese)} zh-TW figures"
+    shown = set()
+    for en, zh in zip(english, chinese, strict=True):
+        assert en.read_bytes() != zh.read_bytes(), (
+            f"{zh.name}: still the English figure (figures are captured when a page executes: a build "
+            "from an older cache has none; the zh-TW build log says `figures: ...`)")
+        shown |= set(Image.open(zh).text.get("Description", "").split("\n"))
+    assert labels <= shown, f"{docname}: missing {labels - shown} (shown: {sorted(shown)[:12]})"
 
 
 def test_untranslated_units_are_marked_and_translated_ones_shown():

@@ -1,12 +1,16 @@
 """``python -m autograder.i18n``: keep the translation catalogues in step with the English sources.
 
     python -m autograder.i18n update [--language zh_TW]   rewrite every catalogue from its source
+                                                          (figures.po: the figures' texts, figures.py)
     python -m autograder.i18n check [FILES...] [--summary] report what each catalogue still lacks
                                                           (exit 1 when anything does)
     python -m autograder.i18n pages [--language zh_TW]    write the translated book's sources into
                                                           _build/i18n/<lang>/book/ (make site builds it)
 
-``check`` needs only ``polib`` and ``opencc``: it reads the .po files and the glossary, never a source.
+``check`` needs only ``polib`` and ``opencc``: it reads the .po files, the glossary (``glossary.tsv``)
+and the Taiwan-usage list (``usage.tsv``), never a source. Besides each catalogue's entries it checks
+what only all of them show (first use of a term per page, one English unit or term rendered two ways,
+glossary terms no page uses) and prints the consistency report.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pathlib import Path
 
 from autograder.i18n import DEFAULT_LANGUAGE, LOCALES_DIR
 
-KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "simplified")
+KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "reserved", "retired", "usage", "simplified",
+         "first-use", "inconsistent", "unused")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _update(root: Path, language: str) -> int:
+    from autograder.i18n import figures
     from autograder.i18n.catalogue import sources, update
 
     for source in sources(root):
@@ -45,6 +51,8 @@ def _update(root: Path, language: str) -> int:
         stale = f", {len(result.fuzzy)} newly fuzzy" if result.fuzzy else ""
         print(f"{result.path.relative_to(root)}: {result.entries} entries, "
               f"{result.translated} translated{stale}, {result.obsolete} obsolete")
+    path, entries, translated = figures.update(language, root)
+    print(f"{path.relative_to(root)}: {entries} figure texts, {translated} translated")
     return 0
 
 
@@ -60,14 +68,25 @@ def _pages(root: Path, language: str) -> int:
 
 
 def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> int:
-    from autograder.i18n.checks import check_catalogue, glossary_path, read_glossary
+    from autograder.i18n.checks import (
+        check_catalogues,
+        glossary_path,
+        inconsistent_terms,
+        read_terms,
+        read_usage,
+        usage_path,
+    )
 
-    glossary = read_glossary(glossary_path(language, root))
+    terms = read_terms(glossary_path(language, root))
+    usage = read_usage(usage_path(language, root))
+    every = not files
     files = files or sorted((root / LOCALES_DIR / language).rglob("*.po"))
+    report = check_catalogues(files, terms, usage=usage, every=every)
     total: Counter[str] = Counter()
-    for path in files:
-        problems = check_catalogue(path, glossary)
+    warnings = 0
+    for path, problems in report.problems.items():
         counts = Counter(p.kind for p in problems)
+        warnings += counts.pop("warning", 0)
         total.update(counts)
         state = ", ".join(f"{counts[k]} {k}" for k in KINDS if counts[k]) or "complete"
         print(f"{path}: {state}")
@@ -75,6 +94,15 @@ def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> in
             for problem in problems:
                 if problem.kind != "missing":
                     print(f"  {problem.where}: {problem.kind}: {problem.message}")
+    inconsistent = inconsistent_terms(report)
+    print("consistency: " + ("one rendering per glossary term" if not inconsistent else
+                             f"{len(inconsistent)} terms with more than one rendering"))
+    for term, seen in sorted(inconsistent.items()):
+        print(f"  {term!r}: " + "; ".join(
+            f"{rendering} x{n} ({', '.join(sorted(Path(w).stem for w in report.where[term, rendering]))})"
+            for rendering, n in seen.most_common()))
+    if warnings:
+        print(f"warnings (usage to review, not counted): {warnings}")
     print("total: " + (", ".join(f"{total[k]} {k}" for k in KINDS if total[k]) or "no problems"))
     return 1 if total else 0
 

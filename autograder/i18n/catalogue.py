@@ -25,7 +25,8 @@ from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, sp
 from autograder.source import SOURCE_DIR, SOURCES_GLOB, read_source_cells, regions
 
 PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
-BOOK_FILES = {"_config.yml": "title:", "_toc.yml": "- caption:"}  # file -> the key of its one-line units
+BOOK_FILES = {"_config.yml": ("title:", "author:"), "_toc.yml": ("- caption:",)}  # file -> the keys of its
+# one-line units
 EXERCISES = SOURCES_GLOB
 FUZZY_CUTOFF = 0.6
 
@@ -81,11 +82,12 @@ def source_units(source: str, root: Path = Path(".")) -> list[Unit]:
     return found
 
 
-def _yaml_units(text: str, key: str) -> list[Unit]:
-    """One unit per ``key value`` line of a book file (the title, each part's caption)."""
+def _yaml_units(text: str, keys: tuple[str, ...]) -> list[Unit]:
+    """One unit per ``key value`` line of a book file (the title and author, each part's caption)."""
     found = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip().startswith(key):
+        key = next((k for k in keys if line.strip().startswith(k)), None)
+        if key is not None:
             value = line.strip()[len(key):].strip().strip('"')
             found.append(Unit(value, number))
     return found

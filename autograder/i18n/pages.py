@@ -5,16 +5,30 @@ The generated book is the English book with every prose unit translated from its
 answers every page: ``execute.cache`` points at it), the release's translated notebooks as the exercise
 pages, ``language`` set for Sphinx (its Chinese search, the theme's strings) and the language switch
 pointing back to the English edition. ``make site`` builds it into ``_build/html/<folder>/``.
+
+Files only this edition has: ``figure-translations.json`` (``figures.po`` as a table: the zh-TW labels
+``_ext/figure_i18n.py`` draws the figures with), and two generated from ``locales/<lang>/glossary.tsv``:
+
+- ``terminology.md``, the 中英術語對照 page (last in the Reference part; no language switch);
+- ``search-dictionary.txt``, the jieba user dictionary Sphinx's Chinese search segments the pages with
+  (``html_search_options["dict"]``): the glossary's terms, the terms the catalogues set in bold
+  (**鎖頁**, **屋頂線**) and ``locales/<lang>/search-terms.txt``. Without it jieba's
+  Simplified-trained dictionary splits 最佳化器 into 最佳/化器, and a reader who types the glossary's
+  own word finds nothing (``_ext/language_switch.py`` also indexes a word inside a longer one).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polib
 import yaml
 
-from autograder.i18n import LANGUAGES
+from autograder.i18n import LANGUAGES, figures
 from autograder.i18n.catalogue import catalogue_path, sources, translations
 from autograder.i18n.render import render
 from autograder.i18n.segment import split_myst
@@ -23,6 +37,12 @@ from autograder.source import ASSIGNMENTS
 BUILD_DIR = Path("_build") / "i18n"
 COPIED = ("_ext", "references.bib", "data")
 NOTES_DIR = "notes"  # locales/<lang>/notes/<page>.md: text of this edition only (after the page's title)
+TERMINOLOGY = "terminology"  # the glossary as a page of this edition only
+SEARCH_DICTIONARY = "search-dictionary.txt"
+FIGURE_TRANSLATIONS = "figure-translations.json"  # figures.po as a table for _ext/figure_i18n.py
+SEARCH_TERMS = "search-terms.txt"  # locales/<lang>/: compounds to keep whole that no rule above finds
+_CJK = "\u3400-\u9fff"
+_BOLD = re.compile(rf"\*\*([{_CJK}]{{2,5}})\*\*")  # a term set in bold, not a phrase
 
 
 @dataclass
@@ -92,9 +112,19 @@ def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[st
         released = root / "exercises" / assignment / translated_notebook(assignment, language)
         if released.is_file():
             files[f"exercises/{assignment}/{assignment}.ipynb"] = released.read_bytes()
+    files[f"{TERMINOLOGY}.md"] = terminology_page(language, root).encode("utf-8")
+    files[SEARCH_DICTIONARY] = "".join(f"{word}\n" for word in search_words(language, root)).encode("utf-8")
+    files[FIGURE_TRANSLATIONS] = json.dumps(figures.translations(language, root), ensure_ascii=False,
+                                            indent=0, sort_keys=True).encode("utf-8")
     files["_toc.yml"] = _translated_toc(language, root).encode("utf-8")
     config = book_config(language, root)
     config["execute"]["cache"] = str(cache)
+    # the English build's figure captures, beside its cache (_ext/figure_i18n.py)
+    config["sphinx"]["config"]["figure_captures"] = str(Path(cache).parent / "figures")
+    config["sphinx"]["config"]["figure_translations"] = FIGURE_TRANSLATIONS
+    # the dictionary's hash in the config: a changed dictionary makes Sphinx re-index every page
+    config["sphinx"]["config"]["html_search_options"]["dict_sha256"] = \
+        hashlib.sha256(files[SEARCH_DICTIONARY]).hexdigest()[:16]
     files["_config.yml"] = yaml.safe_dump(config, allow_unicode=True, sort_keys=False).encode("utf-8")
     return dict(sorted(files.items())), report
 
@@ -106,6 +136,8 @@ def book_config(language: str, root: Path) -> dict:
     info = LANGUAGES[language]
     title = translations(catalogue_path("_config.yml", language, root))
     config["title"] = _translated_line(config["title"], title)
+    if config.get("author"):
+        config["author"] = _translated_line(config["author"], title)
     config.setdefault("execute", {})
     repository = config.setdefault("repository", {})  # its launch buttons open the edition's own files
     repository["path_to_book"] = "/".join(p for p in (repository.get("path_to_book"), info["folder"]) if p)
@@ -114,6 +146,8 @@ def book_config(language: str, root: Path) -> dict:
     sphinx["language_switch"] = [{"href": "../", "label": "English", "lang": "en"}] + [
         {"href": f"../{other['folder']}/", "label": other["name"], "lang": other["tag"]}
         for code, other in LANGUAGES.items() if code != language]
+    sphinx["language_switch_own_pages"] = [TERMINOLOGY]
+    sphinx["html_search_options"] = {"dict": SEARCH_DICTIONARY}  # _ext/language_switch.py resolves it
     return config
 
 
@@ -133,7 +167,50 @@ def _translated_toc(language: str, root: Path) -> str:
         if stripped.startswith(prefix):
             english = stripped[len(prefix):].strip()
             lines[n] = f"{line[: len(line) - len(stripped)]}{prefix}{_translated_line(english, found)}\n"
+    last = len(lines) - 1 - next(n for n, line in enumerate(reversed(lines)) if "- file:" in line)
+    indent = lines[last][: len(lines[last]) - len(lines[last].lstrip())]
+    lines.insert(last + 1, f"{indent}- file: {TERMINOLOGY}\n")  # the glossary, last in the Reference part
     return "".join(lines)
+
+
+def _glossary(language: str, root: Path) -> list:
+    """The glossary's terms (none for a course without this language's glossary)."""
+    from autograder.i18n.checks import glossary_path, read_terms
+
+    path = glossary_path(language, root)
+    return read_terms(path) if path.is_file() else []
+
+
+def search_words(language: str, root: Path) -> list[str]:
+    """The words jieba must keep whole (module docstring), sorted, each once."""
+    locale = Path(root) / "locales" / language
+    words = {t.target for t in _glossary(language, root)}
+    for path in sorted(locale.rglob("*.po")):
+        for entry in polib.pofile(str(path)):
+            if entry.msgstr and not entry.obsolete:
+                words.update(_BOLD.findall(entry.msgstr))
+    extra = locale / SEARCH_TERMS
+    if extra.is_file():
+        words.update(line.strip() for line in extra.read_text(encoding="utf-8").splitlines()
+                     if line.strip() and not line.startswith("#"))
+    cjk = re.compile(rf"[{_CJK}]{{2,}}")
+    return sorted(w for w in words if cjk.fullmatch(w) and "的" not in w)
+
+
+def terminology_page(language: str, root: Path) -> str:
+    """The 中英術語對照 page: one row per glossary term, the English, the word this edition uses
+    and, where there is one, its first-use form and the renderings it replaced."""
+    rows = []
+    for term in sorted(_glossary(language, root), key=lambda t: t.english.lower()):
+        first = f"{term.target}（{term.first}）" if term.first else ""
+        retired = "、".join(term.retired)
+        rows.append(f"| {term.english} | {term.target} | {first} | {retired} |")
+    return "\n".join([
+        "# 中英術語對照", "",
+        "本版譯文的用語表，由 `locales/zh_TW/glossary.tsv` 產生：每個英文術語在所有頁面與練習中只用一種譯法"
+        "（`python -m autograder.i18n check` 會檢查）。標有「首次出現」寫法的術語，在每一頁第一次出現時都附上英文"
+        "（或中文說明）；「不再使用」一欄列出已統一掉的舊譯法。程式碼中的識別字一律不翻譯。", "",
+        "| English | 本版用語 | 首次出現 | 不再使用 |", "| --- | --- | --- | --- |", *rows, ""])
 
 
 def _with_note(text: str, note: Path) -> str:

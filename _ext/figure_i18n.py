@@ -1,0 +1,185 @@
+"""Sphinx extension: the figures of a translated edition with their labels in its language.
+
+The zh-TW pages' code cells are the English ones (every page comes from the English build's execution
+cache), so their figures are the English PNGs. Two halves make them Chinese without executing anything
+again:
+
+1. **Capture** (the English build, the only one that executes pages): every kernel it starts runs
+   ``KERNEL_STARTUP`` (an IPython startup file in ``_build/ipython``, through ``IPYTHONDIR``), which
+   wraps IPython's PNG formatter: each matplotlib figure a page displays is pickled to
+   ``_build/figures/<sha256 of its PNG>.pickle`` (myst-nb names the image file by the same hash of
+   the decoded bytes),
+   with the keyword arguments it was printed with. Nothing changes in what the page shows; any
+   failure only means no capture.
+2. **Translate** (a translated edition, at ``build-finished``): for each ``_images/<hash>.png`` whose
+   capture exists, the figure is unpickled, every text (titles, axis labels, legend entries, text
+   labels) is looked up in ``figure_translations`` (``figure-translations.json``, written by
+   ``autograder.i18n.pages`` from ``locales/<lang>/figures.po``; ``{0}`` matches any text in an
+   f-string label), drawn with a CJK font (``make system-deps`` installs fonts-noto-cjk) and saved
+   over the English PNG, the texts it shows in the PNG's ``Description``. Without a capture or a CJK
+   font the English figure stays, and the build log says how many were translated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from sphinx.util import logging
+
+LOGGER = logging.getLogger(__name__)
+CAPTURE_ENV = "COURSE_FIGURE_CAPTURES"
+
+KERNEL_STARTUP = '''\
+# Written by _ext/figure_i18n.py: pickle each matplotlib figure a page displays (for the zh-TW labels).
+def _course_figure_capture():
+    import hashlib, os, pickle
+    from pathlib import Path
+    from IPython.core.formatters import PNGFormatter
+    folder = Path(os.environ["COURSE_FIGURE_CAPTURES"])
+    original = PNGFormatter.__call__
+
+    def call(self, obj):
+        data = original(self, obj)
+        try:
+            from matplotlib.figure import Figure
+            if isinstance(obj, Figure) and isinstance(data, bytes | str):
+                import base64
+                raw = base64.b64decode(data) if isinstance(data, str) else data  # as myst-nb decodes it
+                printer = self.lookup(obj)
+                kwargs = dict(getattr(printer, "keywords", {}))
+                folder.mkdir(parents=True, exist_ok=True)
+                key = hashlib.sha256(raw).hexdigest()
+                (folder / f"{key}.pickle").write_bytes(pickle.dumps((obj, kwargs)))
+        except Exception:  # a figure that cannot be pickled keeps its English labels
+            pass
+        return data
+
+    PNGFormatter.__call__ = call
+
+if "COURSE_FIGURE_CAPTURES" in __import__("os").environ:
+    _course_figure_capture()
+del _course_figure_capture
+'''
+
+
+def enable_capture(app, config) -> None:
+    """English build: kernels started from now on capture their figures (module docstring)."""
+    if not (config.language or "en").startswith("en"):
+        return
+    build = Path(app.outdir).parent  # _build/html -> _build
+    startup = build / "ipython" / "profile_default" / "startup" / "00-figure-capture.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    if not startup.is_file() or startup.read_text(encoding="utf-8") != KERNEL_STARTUP:
+        startup.write_text(KERNEL_STARTUP, encoding="utf-8")
+    os.environ["IPYTHONDIR"] = str(startup.parents[2])
+    os.environ[CAPTURE_ENV] = str(build / "figures")
+
+
+def _pattern(english: str) -> re.Pattern:
+    parts = re.split(r"\{\d+\}", english)
+    return re.compile("(.*)".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)  # greedy: "{0} ({1} FLOP/B)"
+
+
+def translator(translations: dict[str, str]):
+    """``text -> translation or None``: an exact entry, or one whose ``{n}`` match any text."""
+    patterns = [(_pattern(en), zh) for en, zh in translations.items() if re.search(r"\{\d+\}", en)]
+
+    def translate(text: str) -> str | None:
+        if text in translations:
+            return translations[text]
+        for pattern, zh in patterns:
+            match = pattern.match(text)
+            if match:
+                fields = match.groups()
+                return re.sub(r"\{(\d+)\}", lambda m, fields=fields: fields[int(m.group(1))], zh)
+        return None
+
+    return translate
+
+
+def cjk_font() -> str | None:
+    """The family name of a CJK font matplotlib can use (added from the system's fonts), or None."""
+    from matplotlib import font_manager
+
+    names = [f.name for f in font_manager.fontManager.ttflist if "CJK" in f.name]
+    if not names:
+        for path in font_manager.findSystemFonts():
+            if "cjk" in Path(path).name.lower():
+                try:
+                    font_manager.fontManager.addfont(path)
+                except Exception:  # noqa: S112 - a font matplotlib cannot read is no candidate
+                    continue
+        names = [f.name for f in font_manager.fontManager.ttflist if "CJK" in f.name]
+    for preferred in ("Noto Sans CJK TC", "Noto Sans CJK JP"):
+        if preferred in names:
+            return preferred
+    return names[0] if names else None
+
+
+def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[str]]:
+    """The PNG of a pickled figure with its texts translated, and the texts it shows."""
+    import io
+    import pickle
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    figure, kwargs = pickle.loads(capture)  # noqa: S301 - our own build's files
+    FigureCanvasAgg(figure)
+    shown = []
+    for text in figure.findobj(Text):
+        english = text.get_text()
+        zh = translate(english) if english else None
+        if zh is not None:
+            text.set_text(zh)
+        if text.get_text():
+            text.set_fontfamily([font, "DejaVu Sans"])
+            shown.append(text.get_text())
+    out = io.BytesIO()
+    options = {"format": "png", "facecolor": figure.get_facecolor(), "edgecolor": figure.get_edgecolor(),
+               "dpi": figure.dpi, "bbox_inches": kwargs.get("bbox_inches", "tight")}
+    figure.savefig(out, metadata={"Description": "\n".join(shown)}, **options)
+    return out.getvalue(), shown
+
+
+def translate_images(app, exception) -> None:
+    """Translated edition: each captured figure of ``_images/`` redrawn with translated texts."""
+    if exception is not None or (app.config.language or "en").startswith("en"):
+        return
+    captures = Path(app.config.figure_captures or "")
+    table = Path(app.srcdir) / (app.config.figure_translations or "")
+    if not captures.is_dir() or not table.is_file():
+        LOGGER.info("figures: no captures or translations, the figures keep their English labels")
+        return
+    font = cjk_font()
+    if font is None:
+        LOGGER.info("figures: no CJK font (make system-deps installs fonts-noto-cjk): English labels")
+        return
+    translate = translator(json.loads(table.read_text(encoding="utf-8")))
+    done = 0
+    images = sorted(Path(app.outdir, "_images").glob("*.png"))
+    for image in images:
+        capture = captures / f"{image.stem.split('.')[0]}.pickle"
+        if capture.is_file():
+            try:
+                data, _ = translate_figure(capture.read_bytes(), translate, font)
+            except Exception as error:  # noqa: BLE001 - the English figure stays
+                LOGGER.info(f"figures: {image.name} keeps its English labels ({error})")
+                continue
+            image.write_bytes(data)
+            done += 1
+    LOGGER.info(f"figures: {done} of {len(images)} translated ({font})")
+
+
+def setup(app):
+    app.add_config_value("figure_captures", "", "html")
+    app.add_config_value("figure_translations", "", "html")
+    app.connect("config-inited", enable_capture)
+    app.connect("build-finished", translate_images)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
