@@ -419,3 +419,22 @@ def test_the_memory_cgroup_counts_tmpfs_and_stops_the_sandbox_at_its_limit():
     finally:
         again.close()
     assert isinstance(MemoryLimit.describe(), str) and "cgroup" in MemoryLimit.describe()
+
+
+def test_a_function_a_grade_cell_defines_crosses_call_only():
+    """nbgrader hands a grade cell's closure (an optimizer's ``step(closure)``) to the student's code
+    live; here it crosses as a call-only offer, and so only a function the grade cell itself defined
+    (``__main__``), never one of a module (``os.path.join``) or a builtin."""
+    channel = remote.SandboxChannel.__new__(remote.SandboxChannel)
+    channel.locals, channel.mirrors, channel.mirror_of, channel.next_mirror = {}, {}, {}, 1
+    channel.memmap_dir, channel._grade_cell_offers = "/nonexistent", {}
+    namespace = {"__name__": "__main__"}
+    exec("def closure():\n    return 2.0\n", namespace)
+    tree = channel._encoder().encode(namespace["closure"])
+    assert tree["$"] == "local" and tree["callable"] is True
+    offer = channel.locals[tree["id"]]
+    assert type(offer) is protocol.Offer and offer.operations == {"call"}
+    assert channel._encoder().encode(namespace["closure"])["id"] == tree["id"]  # one offer each
+    for refused in (os.path.join, print):
+        with pytest.raises(wire.NotPlainData):
+            channel._encoder().encode(refused)

@@ -17,8 +17,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from autograder.hidden._base import CheckRandom, expect, hidden_check, is_subclass, student_module
+from autograder.hidden._base import (
+    CheckRandom,
+    expect,
+    hidden_check,
+    is_subclass,
+    offered,
+    student_module,
+)
 from autograder.hidden._gpu import gpu_device
+from autograder.sandbox.channel import call_only
 
 OPTIMIZER_STATE_FACTORS = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2}
 
@@ -122,7 +130,7 @@ def check_adagrad_step(AdaGrad, *, rng: CheckRandom) -> None:
         losses.append(loss)
         return loss
 
-    result = optimizer.step(closure)
+    result = optimizer.step(offered(AdaGrad, call_only(closure)))  # the closure crosses call-only
     expect(len(losses) == 1,
            f"step(closure) must call the closure once, it was called {len(losses)} times")
     expect(isinstance(result, torch.Tensor) and torch.equal(result.detach(), losses[0].detach()),
