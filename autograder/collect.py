@@ -28,7 +28,8 @@ What is offered is untrusted, and each offer (one student's folder or file) succ
   process, so it belongs to the student's uid. An inbound folder whose owner's user name is not the
   student id in its name is refused (nbgrader's ``ExchangeCollect.check_owner`` only warns) — unless
   it belongs to whoever runs ``collect`` (the instructor's own copy of the exchange), or
-  ``check_owner=False``. Of several offers of one student, the newest by timestamp is taken (as
+  ``check_owner=False``. The same owner check applies to a ``<student>/<assignment>/`` folder read from
+  a folder others can write. Of several offers of one student, the newest by timestamp is taken (as
   ``nbgrader collect`` does); the older ones are listed as ``superseded``.
 - **The layout is the source's.** A folder holding exchange inbound folders is an exchange inbound:
   only nbgrader's inbound names are read from it (anyone may create a ``<victim>/<assignment>/``
@@ -333,8 +334,8 @@ def _owned(offers: list[_Offer], *, check_owner: bool, result: CollectResult) ->
         return offers
     kept = []
     for offer in offers:
-        if offer.timestamp is None or offer.where is None:  # not an exchange inbound folder
-            kept.append(offer)
+        if offer.where is None or (offer.timestamp is None and not _others_can_write(offer.where)):
+            kept.append(offer)  # a single file, or a <student>/<assignment>/ dump only its owner writes
             continue
         uid = offer.where.lstat().st_uid
         if uid == os.geteuid():  # the collector's own copy of the exchange
@@ -351,6 +352,18 @@ def _owned(offers: list[_Offer], *, check_owner: bool, result: CollectResult) ->
             result.refused.append(f"{offer.where}: claims to be {offer.student!r}'s submission but "
                                   f"is owned by {by}; refused (check_owner)")
     return kept
+
+
+def _others_can_write(folder: Path) -> bool:
+    """Whether another user could have made ``folder`` (``<root>/<student>/<assignment>``): its
+    parents up to the source root are writable by group or others (an inbound is 0733)."""
+    for parent in (folder.parent, folder.parent.parent):
+        try:
+            if parent.lstat().st_mode & 0o022:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def _newest(offers: list[_Offer], result: CollectResult) -> list[_Offer]:

@@ -285,3 +285,22 @@ def test_feedback_that_would_show_hidden_source_fails_that_student_only(graded):
     assert "hidden-check source" in pages.failed[0][2]
     assert sorted(p.parts[-3] for p in pages) == ["fb_marker", "fb_script"]
     assert not (graded / "feedback" / "fb_honest" / "toy" / "toy.html").exists()
+
+
+def test_a_nested_offer_from_a_folder_others_can_write_must_be_its_students(course, tmp_path):
+    """A <student>/<assignment>/ dump read from a world-writable folder: each offer's owner is
+    checked as an exchange folder's is (one made by another user for a victim is refused)."""
+    nobody = pwd.getpwnam("nobody")
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    dump.chmod(0o1777)
+    for student in ("nobody", "vic"):
+        folder = dump / student / "toy"
+        folder.mkdir(parents=True)
+        (folder / "toy.ipynb").write_text(_good())
+        for path in (folder.parent, folder):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    result = collect(source=dump, course_root=course, force=True)
+    assert ("nobody", "toy") in result.collected
+    assert ("vic", "toy") not in result.collected
+    assert any("'vic'" in m and "owned by 'nobody'" in m for m in result.refused), result.refused
