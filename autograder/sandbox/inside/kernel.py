@@ -51,6 +51,7 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 MAX_REPR = 2000
 MAX_ITER = 100_000
+CLEAN_UP_S = 10.0  # how long the processes a notebook left may take to die
 
 
 # --------------------------------------------------------------------------- the template
@@ -205,22 +206,41 @@ def _clean_up(child: int) -> None:
         for name in os.listdir(WORK):
             shutil.rmtree(os.path.join(WORK, name), ignore_errors=True)
         return
-    try:
-        os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves (and PID 1)
-    except ProcessLookupError:
-        pass
-    while True:
+    deadline = time.monotonic() + CLEAN_UP_S
+    while True:  # until nothing of the notebook's is left: the next one must not see its processes
         try:
-            if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                break
-        except ChildProcessError:
+            os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves (and PID 1)
+        except ProcessLookupError:
+            pass
+        _reap()
+        if not _others():
             break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"processes of the last notebook outlived it by {CLEAN_UP_S:.0f} s; "
+                             "the sandbox must be restarted")
+        time.sleep(0.01)
     mounts = _mount_points()
     for folder in (WORK, "/tmp"):
         _empty(folder, mounts)
         if any(os.path.join(folder, name) not in mounts.ancestors
                for name in os.listdir(folder)):  # the notebook left what cannot be removed
             raise SystemExit(f"could not empty {folder} after a job; the sandbox must be restarted")
+
+
+def _reap() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return
+        except ChildProcessError:
+            return
+
+
+def _others() -> list[str]:
+    """The processes of this sandbox but bubblewrap's init and the template (the notebook's own PID
+    namespaces are nested in the sandbox's: their processes are listed here too)."""
+    keep = {"1", str(os.getpid())}
+    return [entry for entry in os.listdir("/proc") if entry.isdigit() and entry not in keep]
 
 
 class _Mounts:
