@@ -182,15 +182,7 @@ class ProcessLimit:
 
     def remove(self) -> None:
         """Delete the cgroup once its processes are gone (they die with bubblewrap, shortly after)."""
-        deadline = time.monotonic() + 5
-        while self.path is not None:
-            try:
-                self.path.rmdir()
-                self.path = None
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.05)
+        self.path = _remove_cgroup(self.path)
 
     @staticmethod
     def describe(limit: int = SANDBOX_PROCESSES) -> str:
@@ -260,15 +252,7 @@ class MemoryLimit:
     def remove(self) -> None:
         if self.shared:  # the pids limit's group: removed with it
             self.path = None
-        deadline = time.monotonic() + 5
-        while self.path is not None:
-            try:
-                self.path.rmdir()
-                self.path = None
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.05)
+        self.path = _remove_cgroup(self.path)
 
     @staticmethod
     def describe() -> str:
@@ -278,6 +262,20 @@ class MemoryLimit:
                     "size-capped tmpfs are the limits")
         return (f"a memory cgroup per sandbox (cgroup {found[1]}), counting heap, tmpfs and shared "
                 "memory, at --memory-limit plus the template's footprint and its tmpfs")
+
+
+def _remove_cgroup(path: Path | None, timeout_s: float = 5) -> Path | None:
+    """Delete a cgroup once its processes are gone; what is left (None: removed or none)."""
+    deadline = time.monotonic() + timeout_s
+    while path is not None:
+        try:
+            path.rmdir()
+            return None
+        except OSError:
+            if time.monotonic() > deadline:
+                return path
+            time.sleep(0.05)
+    return None
 
 
 def _enable_controller(root: Path, controller: str) -> None:
