@@ -182,3 +182,19 @@ def screenshot(page, relative: str, *, full_page: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+# Sphinx's search page appends each result only after fetching that page's text for its summary, and
+# writes "found N" once the last one is queued: the list is whole when it holds N items.
+_SEARCH_FINISHED = """() => {
+  const summary = document.querySelector('#search-results p.search-summary');
+  const count = summary && summary.textContent.match(/\\d+/);
+  return count && document.querySelectorAll('#search-results ul.search li').length >= Number(count[0]);
+}"""
+
+
+def search_result_links(page, url: str, *, timeout_ms: int = 30_000) -> list[str]:
+    """Open a search page at `url` and return the address of every result, once all are shown."""
+    page.goto(url)
+    page.wait_for_function(_SEARCH_FINISHED, timeout=timeout_ms)
+    return page.eval_on_selector_all("#search-results ul.search li a", "as => as.map(a => a.href)")

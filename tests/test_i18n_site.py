@@ -15,6 +15,7 @@ import pytest
 from browser import (
     REPO_ROOT,
     screenshot,
+    search_result_links,
     serve_directory,
     unavailable,
 )
@@ -119,10 +120,7 @@ def test_every_zh_tw_page_opens_and_switches_both_ways(page, site_url):
 
 @pytest.mark.browser
 def test_chinese_search_finds_a_page(page, site_url):
-    page.goto(urljoin(site_url, f"{FOLDER}/search.html?q={SEARCH_TERM}"))
-    results = page.locator("#search-results ul.search li")
-    results.first.wait_for(state="attached", timeout=30_000)
-    links = page.eval_on_selector_all("#search-results ul.search li a", "as => as.map(a => a.href)")
+    links = search_result_links(page, urljoin(site_url, f"{FOLDER}/search.html?q={SEARCH_TERM}"))
     assert any(_path(link.split("#")[0]) == f"{FOLDER}/{SEARCH_PAGE}" for link in links), \
         f"search for {SEARCH_TERM!r} did not find {SEARCH_PAGE}: {links}"
     screenshot(page, "site/zh-tw_search")
@@ -162,11 +160,7 @@ def test_search_index_has_the_compound_terms(term):
 @pytest.mark.browser
 @pytest.mark.parametrize("term", COMPOUNDS)
 def test_chinese_search_finds_the_compound_terms(page, site_url, term):
-    page.goto(urljoin(site_url, f"{FOLDER}/search.html?q={term}"))
-    page.locator("#search-results ul.search li").first.wait_for(state="attached", timeout=30_000)
-    page.wait_for_function("() => !document.querySelector('#search-progress')?.textContent?.includes('…')"
-                           " && document.querySelector('#search-results h2')", timeout=30_000)
-    links = page.eval_on_selector_all("#search-results ul.search li a", "as => as.map(a => a.href)")
+    links = search_result_links(page, urljoin(site_url, f"{FOLDER}/search.html?q={term}"))
     found = {_path(link.split("#")[0]).removeprefix(f"{FOLDER}/").removesuffix(".html") for link in links}
     missing = pages_containing(term) - found
     assert not missing, f"search for {term!r} did not find {sorted(missing)}"
