@@ -1,9 +1,10 @@
 """The engine's shape as rules the build enforces: import-linter's contracts and no import cycles.
 
-The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): the sandbox's inside imports
-nothing of ``autograder`` outside itself; layers never import upward; outside the engine only its
-public names are used; the service's web process never reaches the engine, the sandbox or the hidden
-checks (only its worker does); the executors are siblings.
+The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): layers never import upward
+(siblings joined by ``|`` never import each other); outside the engine only its public names are used;
+the service's web process never reaches the engine, the sandbox or the hidden checks (only its worker
+does); the executors are siblings. The trust boundary has its own test, which reads every import
+(tests/test_trust_boundary.py).
 """
 
 from __future__ import annotations

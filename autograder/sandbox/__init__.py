@@ -6,5 +6,6 @@
   channel, and the ``Remote`` handles grade cells use;
 - ``inside/`` (untrusted): the only folder bubblewrap mounts, and the only code that runs next to the
   student's — the template and kernel, the shell, the wire format, the protocol both sides import, the
-  observers. It imports nothing of ``autograder`` outside itself (an import-linter contract).
+  observers. It imports nothing of ``autograder`` outside itself, and ``inside.SHARED`` names
+  which trusted modules may import which of its modules (tests/test_trust_boundary.py).
 """

@@ -1,5 +1,24 @@
 """What runs inside the sandbox (untrusted side): bubblewrap mounts exactly this folder, read-only.
 
 Its modules import one another as top-level modules (``import wire``) when ``kernel.py`` runs as a
-script in the sandbox, and as this package from the checker; they import nothing else of ``autograder``.
+script in the sandbox, and as this package from the trusted side; they import nothing else of
+``autograder`` (tests/test_trust_boundary.py reads every import, dynamic ones by literal included).
+
+``kernel.py`` is the sandbox's program and nothing trusted imports it. The other modules are shared:
+their code runs on both sides of the boundary, and ``SHARED`` names the only trusted modules (or
+packages) that may import each one (the same test holds the trusted side to it).
 """
+
+SHARED: dict[str, tuple[str, ...]] = {
+    # the request/answer vocabulary and the notebook limits both ends agree on
+    "protocol": ("autograder.sandbox.channel", "autograder.sandbox.host",
+                 "autograder.grading.execute.limits"),
+    # the framing and the values-only codec both ends speak
+    "wire": ("autograder.sandbox.channel", "autograder.sandbox.host"),
+    # the cell timeout's exception and the skip tag, which the checker reads in cell sources
+    "shell": ("autograder.sandbox.channel", "autograder.grading.execute.checker"),
+    # namespaces, mounts and uids: the host enters them for the sandbox, the checker for itself
+    "isolation": ("autograder.sandbox.host", "autograder.grading.execute.confine"),
+    # observers a hidden check installs next to the student's code (they report; the check decides)
+    "drivers": ("autograder.hidden._base",),
+}
