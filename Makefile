@@ -21,7 +21,7 @@ $(STAMP): requirements.lock pyproject.toml
 ## 1. Build the site into _build/html (pages execute; unchanged pages come from the cache), then the
 ## zh-TW edition into _build/html/zh-tw/ from generated sources (its code cells are the English ones,
 ## so every page is a hit in the English build's execution cache).
-I18N_LANGUAGES := zh_TW
+I18N_LANGUAGES = $(shell $(BIN)/python -m autograder.manifest languages)  # course.toml's editions
 site: $(STAMP)
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@set -o pipefail; for lang in $(I18N_LANGUAGES); do \
@@ -51,9 +51,9 @@ $(CHP):
 ## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
 ## tests/slurm_cluster.py); bubblewrap (the grading sandbox). Each is installed only when missing.
 SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap
-## Fonts, as fontconfig-language:package: without a CJK font chromium draws every zh-TW page as boxes
-## (tests/test_i18n_site.py looks at one). fonts-noto-cjk: 57 MB, no recommends.
-SYSTEM_FONTS := zh-tw:fonts-noto-cjk
+## Fonts, as fontconfig-language:package, one per edition of course.toml: without one chromium draws
+## the edition's pages as boxes (tests/test_i18n_site.py looks at one). fonts-noto-cjk: 57 MB.
+SYSTEM_FONTS = $(shell $(PYTHON) -m autograder.manifest fonts)
 system-deps:
 	@MISSING=$$( { for dep in $(SYSTEM_DEPS); do \
 	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || echo $${dep#*:}; \

@@ -15,8 +15,10 @@ For a translated edition (``language`` other than English) it also
   inside a longer token: jieba's ``cut_for_search`` gives the 2- and 3-character words inside a long
   one, never a 4-character one, so 權重衰減 inside 解耦權重衰減 would not be found.
 
-Enable in _config.yml: ``sphinx: {local_extensions: {language_switch: _ext}, config:
-{language_switch: [{href: "zh-tw/", label: "繁體中文", lang: "zh-TW"}]}}``.
+Enable in _config.yml: ``sphinx: {local_extensions: {language_switch: _ext}}``: the editions are
+``course.toml``'s (``autograder.manifest.language_switch``). A book built without the course (the
+translated edition's, the student edition's) is given them as ``sphinx: {config: {language_switch:
+[{href: "zh-tw/", label: "繁體中文", lang: "zh-TW"}]}}``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def compile_theme_catalogue(language: str, into: Path) -> Path | None:
 
 
 def translated_edition(app, config):
+    if config.language_switch is None:  # the course's own build: its editions are course.toml's
+        from autograder import manifest
+
+        config.language_switch = manifest.language_switch(manifest.course())
     language = config.language or "en"
     if language.startswith("en"):
         return
@@ -103,7 +109,7 @@ def setup(app):
         app.add_search_language(search_language())
     except ImportError:  # no jieba or an older Sphinx: its own Chinese search
         pass
-    app.add_config_value("language_switch", [], "html")
+    app.add_config_value("language_switch", None, "html")
     app.add_config_value("language_switch_own_pages", [], "html")
     app.connect("config-inited", translated_edition)
     app.connect("html-page-context", add_switch)

@@ -129,6 +129,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=4.0, metavar="GB")
     p.add_argument("--notebook-timeout", type=float, default=600.0, metavar="S")
 
+    p = sub.add_parser("new-exercise", help="scaffold exercise NN_name: source, hidden check, catalogue, "
+                                            "translation catalogues; add it to course.toml and _toc.yml")
+    p.add_argument("name", metavar="NN_name")
+    p.add_argument("--chapter", default=None, metavar="DOCNAME",
+                   help="the chapter that teaches it (default: the last one of course.toml)")
+    p.add_argument("--title", default=None, help="the notebook's heading (default: from the name)")
+
+    p = sub.add_parser("outline", help="write _toc.yml from course.toml (--check: exit 1 if it differs)")
+    p.add_argument("--check", action="store_true")
+
     p = sub.add_parser("tokens", help="standalone service: issue or revoke course tokens")
     p.add_argument("action", choices=("issue", "revoke"))
     p.add_argument("users", nargs="+", metavar="USER")
@@ -332,7 +342,34 @@ def _leak_check(args) -> int:
     return 1 if leaks else 0
 
 
-COMMANDS.update({"publish": _publish, "leak-check": _leak_check})
+def _new_exercise(args) -> int:
+    from autograder.scaffold import new_exercise
+
+    made = new_exercise(args.name, course_root=args.course_root, chapter=args.chapter, title=args.title)
+    for path in made.written:
+        print(f"wrote   {path}")
+    print(f"exercise {made.exercise.name} (hidden checks: autograder/hidden/{made.exercise.hidden}.py) "
+          f"is in course.toml and _toc.yml; next: autograder release {made.exercise.name}")
+    return 0
+
+
+def _outline(args) -> int:
+    from autograder import manifest
+
+    path = Path(args.course_root) / manifest.OUTLINE_FILE
+    text = manifest.outline_yaml(manifest.load(args.course_root))
+    current = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if args.check:
+        print(f"{path}: {'matches' if current == text else 'differs from'} {manifest.MANIFEST_FILE}")
+        return 0 if current == text else 1
+    if current != text:
+        path.write_text(text, encoding="utf-8")
+    print(f"{path}: written from {manifest.MANIFEST_FILE}" if current != text else f"{path}: up to date")
+    return 0
+
+
+COMMANDS.update({"publish": _publish, "leak-check": _leak_check, "new-exercise": _new_exercise,
+                 "outline": _outline})
 
 
 def _serve(args) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from autograder import ALLOW_CPU_ENV
+from autograder import ALLOW_CPU_ENV, manifest
 from autograder.source import (
     ASSIGNMENTS,
     HIDDEN_CHECKS_PACKAGE,
@@ -81,11 +81,9 @@ class Check:
     gpu: bool
 
 
-GPU_CHECKS: tuple[Check, ...] = (
-    Check("04_adagrad", "adagrad", "check_adagrad_gpu", "AdaGrad", True),
-    Check("05_get_batch", "get_batch", "check_get_batch_gpu", "get_batch", True),
-    Check("06_mixed_precision", "mixed_precision", "check_train_step_mixed_gpu", "train_step_mixed", True),
-)
+GPU_CHECKS: tuple[Check, ...] = tuple(  # course.toml's gpu_checks
+    Check(exercise.name, exercise.hidden, check.function, check.target, True)
+    for exercise in manifest.course().exercises for check in exercise.gpu_checks)
 
 
 def hidden_calls(assignment: str, course_root: Path) -> list[Check]:
@@ -157,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--course-root", type=Path, default=Path("."), help="repository root")
     args = parser.parse_args(argv)
 
-    if not source_file("04_adagrad", args.course_root).is_file():
+    if not all(source_file(check.assignment, args.course_root).is_file() for check in GPU_CHECKS):
         print(f"gpu_check: no solutions/ under {args.course_root.resolve()}; pass --course-root",
               file=sys.stderr)
         return 2

@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 import yaml
 
+from autograder import manifest
 from autograder.errors import PublishError
 from autograder.i18n import LANGUAGES
 from autograder.i18n.pages import book_files
@@ -223,6 +224,8 @@ def _check_toc(root: Path, files: dict[str, bytes]) -> None:
 def _published_config(config: dict) -> bytes:
     """The course's _config.yml for the edition: the same book, without instructor-only patterns."""
     published = json.loads(json.dumps(config))  # a deep copy of plain YAML data
+    sphinx_config = published.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx_config.setdefault("language_switch", manifest.language_switch(manifest.course()))
 
     def keep(pattern: str) -> bool:
         return PurePosixPath(str(pattern)).parts[0] not in INSTRUCTOR_EXCLUDES
@@ -352,7 +355,17 @@ def _student_readme(config: dict, url: str, branch: str) -> str:
         "This course has no JupyterHub; work locally or on Colab.")
     return Template(STUDENT_README).substitute(
         title=config.get("title", "Course"), url=url, name=name, hub_section=hub_section,
-        build=BUILD_COMMAND)
+        build=BUILD_COMMAND, **_edition_rows())
+
+
+def _edition_rows() -> dict[str, str]:
+    """The student README's lines about each translated edition (course.toml's languages)."""
+    languages = manifest.course().languages
+    notebooks = "; ".join(f"`NN_name.{lang.tag}.ipynb`: {lang.label}" for lang in languages)
+    rows = "".join(f"| `{lang.folder}/` | the site's {lang.tag} edition (generated: change the course "
+                   "repository, then publish again) |\n" for lang in languages)
+    return {"edition_notebooks": f" ({notebooks}, graded the same way)" if languages else "",
+            "edition_rows": rows}
 
 
 STUDENT_README = """\
@@ -365,9 +378,8 @@ at the next publish); report problems as issues on <$url>.
 | path | what it holds |
 | --- | --- |
 | `intro.md`, `chapters/` | the landing page and the lecture pages (MyST Markdown notebooks) |
-| `exercises/NN_name/NN_name.ipynb` | the exercise notebooks (`NN_name.zh-TW.ipynb`: 繁體中文版, graded the same way) |
-| `zh-tw/` | the site's zh-TW edition (generated: change the course repository, then publish again) |
-| `_config.yml`, `_toc.yml`, `_ext/`, `references.*` | the site (Jupyter Book) |
+| `exercises/NN_name/NN_name.ipynb` | the exercise notebooks$edition_notebooks |
+$edition_rows| `_config.yml`, `_toc.yml`, `_ext/`, `references.*` | the site (Jupyter Book) |
 | `requirements-student.txt` | what the exercises and lecture pages need (also the course hub's image) |
 | `requirements-site.txt` | what building the site needs |
 

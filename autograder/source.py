@@ -13,7 +13,8 @@ Inside a cell, two kinds of region are marked by lines of their own:
 
 A line is a marker line when it holds the marker's text (``BEGIN SOLUTION``, ...), nbgrader's own rule.
 
-Bottom layer: standard library only, nothing of ``autograder`` but its exceptions. Used by the release,
+Bottom layer: standard library only, nothing of ``autograder`` but its exceptions and the
+course manifest (``course.toml``: the exercise and language lists). Used by the release,
 the leak check, the sample submissions, the feedback preprocessor and ``python -m autograder.gpu_check``
 (which runs on a bare GPU box without jupytext or nbgrader).
 """
@@ -27,16 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autograder import manifest
 from autograder.errors import ReleaseError
 
-ASSIGNMENTS: tuple[str, ...] = (
-    "01_strides",
-    "02_einops",
-    "03_flops",
-    "04_adagrad",
-    "05_get_batch",
-    "06_mixed_precision",
-)
+ASSIGNMENTS: tuple[str, ...] = manifest.course().assignments  # course.toml, in release order
 SOURCE_DIR = "solutions"
 RELEASE_DIR = "exercises"
 SOURCES_GLOB = f"{SOURCE_DIR}/*/*.py"
@@ -69,8 +64,8 @@ def source_path(assignment: str, *, course_root: Path = Path(".")) -> Path:
     return Path(course_root) / SOURCE_DIR / assignment / f"{assignment}.py"
 
 
-# The language editions of a release, ``<notebook>.<tag>.ipynb`` (the tags of autograder.i18n.LANGUAGES).
-EDITION_TAGS: tuple[str, ...] = ("zh-TW",)
+# The language editions of a release, ``<notebook>.<tag>.ipynb`` (course.toml's languages).
+EDITION_TAGS: tuple[str, ...] = tuple(language.tag for language in manifest.course().languages)
 _EDITION = re.compile(rf"^(?P<notebook>.+)\.(?:{'|'.join(map(re.escape, EDITION_TAGS))})\.ipynb$")
 
 

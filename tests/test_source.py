@@ -69,8 +69,12 @@ def test_the_format_is_defined_once():
 def test_the_source_module_is_a_bottom_layer():
     tree = ast.parse((ROOT / "autograder" / "source.py").read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert {name for name in imported if name.startswith("autograder")} == {"autograder.errors"}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                 and node.module != "autograder"}
+    imported |= {f"autograder.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.module == "autograder" for alias in node.names}
+    assert {name for name in imported if name.startswith("autograder")} == {"autograder.errors",
+                                                                           "autograder.manifest"}
     import sys
 
     assert all(name in sys.stdlib_module_names or name.startswith("autograder") or name == "__future__"

@@ -9,6 +9,11 @@
 Standard library, ``polib`` and ``opencc`` only (``check`` runs without torch or nbgrader).
 """
 
-LANGUAGES = {"zh_TW": {"tag": "zh-TW", "sphinx": "zh_TW", "folder": "zh-tw", "name": "繁體中文"}}
-DEFAULT_LANGUAGE = "zh_TW"
+from autograder import manifest
+
+# course.toml's editions, by gettext code; the first is the default of ``python -m autograder.i18n``
+LANGUAGES = {language.gettext: {"tag": language.tag, "sphinx": language.gettext,
+                                "folder": language.folder, "name": language.label}
+             for language in manifest.course().languages}
+DEFAULT_LANGUAGE = next(iter(LANGUAGES), "")
 LOCALES_DIR = "locales"
