@@ -30,7 +30,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Grading: a hung cell should cost a grade, not the batch.
 c.Execute.timeout = 300
 
-# Grading on a Slurm cluster (autograder.grading.slurm.chunks.SlurmOptions; unset keys keep its defaults, and command
+# Grading on a Slurm cluster (autograder.grading.options.SlurmOptions; unset keys keep its defaults, and command
 # line options win over these). For example:
 # c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, "time_min": 60, "account": None,
 #                       "max_jobs": 16, "chunk_size": 10, "retries": 2, "cpus_per_task": 4, "mem_gb": 16}

@@ -26,7 +26,7 @@ TOTAL = "def total(values):\n    return sum(values)\n"
 POINTS = {"test_square": 2.0, "test_total": 3.0, "test_torch_sum": 1.0, "test_total_gpu": 1.0}
 # code that exists only in the hidden-test regions (feedback must never show it)
 HIDDEN_CODE = ("square(-4)", "total([])", "torch.arange(4)", "gpu_device")
-# a GPU-only check following the GPU rule of EXERCISES.md, through the real autograder.hidden._gpu
+# a GPU-only check following the GPU rule (README: "The GPU rule"), through the real autograder.hidden._gpu
 GPU_CHECK = (
     "from autograder.hidden._gpu import gpu_device\n"
     "assert total(torch.ones(3, device=gpu_device('toy total')).tolist()) == 3\n"

@@ -4,7 +4,7 @@ Each topic module (strides, einops_checks, flops, adagrad, get_batch, mixed_prec
 functions ``check_<thing>(student_fn_or_class, ...)``. They draw random shapes and values (the seed is
 printed on failure), compare against torch itself and raise ``HiddenCheckFailed`` (an AssertionError)
 whose notebook traceback is the message alone, so feedback never shows check source. GPU checks ask
-``_gpu.gpu_device(...)`` for a device and raise ``NeedsGPU`` when there is none (see EXERCISES.md).
+``_gpu.gpu_device(...)`` for a device and raise ``NeedsGPU`` when there is none (README: "The GPU rule").
 
 Submodules are imported by name (``from autograder.hidden import strides``) so that a notebook only
 loads what it grades.

@@ -1,4 +1,4 @@
-"""The GPU rule for hidden checks (EXERCISES.md): GPU checks never pass silently on a CPU machine.
+"""The GPU rule for hidden checks (README, "The GPU rule"): GPU checks never pass silently on a CPU machine.
 
 ``gpu_device(what)``:
 - CUDA available                      -> ``torch.device("cuda")``;

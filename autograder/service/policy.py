@@ -6,7 +6,7 @@
                        "counts": "best", "late": True},
     }
 
-Keys (all optional; ``DEFAULTS`` below): ``opens``/``due`` (ISO 8601, a time without a zone is UTC;
+Keys (all optional; the defaults are the fields of ``Policy`` below): ``opens``/``due`` (ISO 8601, a time without a zone is UTC;
 ``due`` defaults to the assignment's nbgrader due date), ``max_submissions`` per ``window_hours``
 (a sliding window), ``late`` (accept after the due date, marked late), ``counts`` ("latest": every
 accepted notebook replaces the one in ``submitted/``; "best": only one that scores higher does),
@@ -116,7 +116,7 @@ def parse_time(value: Any, *, where: str) -> datetime | None:
 
 def policy_for(assignment: str, settings: dict[str, Any], *, due: datetime | None) -> Policy:
     """The policy of ``assignment`` from ``c.AutograderService.policy`` (``settings``): its own keys
-    over "default" over ``DEFAULTS``; ``due`` is nbgrader's due date for the assignment."""
+    over "default" over the defaults of ``Policy``; ``due`` is nbgrader's due date for the assignment."""
     if not isinstance(settings, dict):
         raise CourseError("nbgrader_config.py: c.AutograderService.policy must be a dict of "
                           f"assignment name -> settings, not {type(settings).__name__}")
