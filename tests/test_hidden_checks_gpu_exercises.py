@@ -31,8 +31,8 @@ from autograder.hidden import mixed_precision as mixed_checks
 from autograder.sandbox.inside import drivers
 
 ROOT = Path(__file__).resolve().parents[1]
-ASSIGNMENTS = ("04_adagrad", "05_get_batch", "06_mixed_precision")
-GPU_CHECKS = {  # assignment -> (check, reference object name)
+ASSIGNMENTS = tuple(dict.fromkeys(check.assignment for check in gpu_check.GPU_CHECKS))  # course.toml's
+GPU_CHECKS = {  # assignment -> (check, reference object name), written out: the manifest is checked against it
     "04_adagrad": (adagrad_checks.check_adagrad_gpu, "AdaGrad"),
     "05_get_batch": (get_batch_checks.check_get_batch_gpu, "get_batch"),
     "06_mixed_precision": (mixed_checks.check_train_step_mixed_gpu, "train_step_mixed"),
@@ -40,6 +40,10 @@ GPU_CHECKS = {  # assignment -> (check, reference object name)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(),
                                    reason="tests the CPU-only side of the GPU rule")
+
+
+def test_every_gpu_exercise_of_the_manifest_is_tested_here():
+    assert set(GPU_CHECKS) == set(ASSIGNMENTS), "add the new GPU exercise's check to GPU_CHECKS above"
 
 
 def _catalogue(assignment: str) -> dict:
