@@ -249,6 +249,7 @@ def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: r
                                  problem=problem))
         for folder in inbound:
             match = INBOUND.match(folder.name)
+            assert match is not None  # inbound holds only the names INBOUND matches
             files, problem = _files_in(folder, shown)
             offers.append(_Offer(match["student"], match["assignment"], files,
                                  timestamp=match["timestamp"], where=folder, problem=problem))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,8 @@ def hidden_lines(source: str) -> set[str]:
     return found
 
 
-def shows_hidden_source(text: str, hidden: set[str] = frozenset(), *, min_chars: int = 4) -> str | None:
+def shows_hidden_source(text: str, hidden: AbstractSet[str] = frozenset(), *,
+                        min_chars: int = 4) -> str | None:
     """What in ``text`` is hidden-check source (a marker, the checks' module path, or one of ``hidden``'s
     lines of at least ``min_chars`` characters); None when nothing is."""
     for found in HIDDEN_SOURCE_TEXT:

@@ -11,6 +11,7 @@ Slurm array task import modules of this package without paying for nbformat and 
 """
 
 from importlib import import_module
+from typing import Any
 
 _PUBLIC = {
     "grade": "autograder.grading.pipeline",
@@ -28,7 +29,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _PUBLIC:
         return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

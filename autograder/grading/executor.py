@@ -32,7 +32,7 @@ class Executor(Protocol):
     def probe(self) -> DeviceProbe:
         """What the machines that will run the notebooks have (the GPU rule reads it)."""
 
-    def execute(self, work: Iterator[Submission], outcomes: Outcomes, *, device_used: str,
+    def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
                 progress: ProgressBar, timings: dict[str, float]) -> None:
         """Run every notebook of every submission ``work`` yields (pull lazily: the pipeline sanitizes
         as it is asked), reporting each to ``outcomes``. An executor that sets ``streams = True``

@@ -7,12 +7,15 @@ be free, so sanitizing and recording (the parent) overlap with execution (the ch
 
 from __future__ import annotations
 
+import enum
+import functools
 import itertools
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import Iterator
+from typing import Final
 
 from autograder.grading.execute import workers
 from autograder.grading.execute.limits import TemplateProbe, execution_limits, sandbox_memory_bytes
@@ -35,7 +38,11 @@ def trusted_folders(options: GradeOptions) -> tuple[str, ...]:
     return tuple(folders)
 
 
-_END = object()  # the end of ``work`` (None from a stream means "nothing now, ask again")
+class _End(enum.Enum):
+    END = enum.auto()
+
+
+_END: Final = _End.END  # the end of ``work`` (None from a stream means "nothing now, ask again")
 
 
 class LocalExecutor:
@@ -56,7 +63,7 @@ class LocalExecutor:
                            torch_version=self._probe.torch_version,
                            cuda_version=self._probe.cuda_version)
 
-    def execute(self, work: Iterator[Submission], outcomes: Outcomes, *, device_used: str,
+    def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
                 progress: ProgressBar, timings: dict[str, float]) -> None:
         started = time.monotonic()
         if not self.options.sandbox:
@@ -93,9 +100,9 @@ class LocalExecutor:
                     free = runner.free_sandboxes()
                     while queue and free:  # execute: a checker child per notebook, its sandbox
                         submission, nb_run = queue.popleft()
-                        runner.start(free.pop(), (submission, nb_run.name), job=nb_run.job,
-                                     workdir=str(submission.stage),
-                                     files=lambda stage=submission.stage: companion_files(stage))
+                        runner.start(free.pop(), (submission, nb_run.name),
+                                     job=nb_run.require_job(), workdir=str(submission.stage),
+                                     files=functools.partial(companion_files, submission.stage))
                     runner.wait(timeout=0.2)
                     for (submission, name), outcome in runner.finished():  # check, score, record
                         outcomes.executed(submission, name, outcome)

@@ -38,7 +38,7 @@ class NotebookOutcome:
     (outputs as nbformat dicts, execution count)), and, when the run did not complete, why (``reason``),
     the cell that was running (``running_cell``) and the error name to show there."""
 
-    outputs: dict[int, tuple[list[dict], int | None]] = field(default_factory=dict)
+    outputs: dict[int, tuple[list[dict[str, Any]], int | None]] = field(default_factory=dict)
     reason: str | None = None
     running_cell: int | None = None
     failed_ename: str = "KernelDied"
@@ -82,6 +82,18 @@ class NotebookRun:
     kinds: dict[int, str] = field(default_factory=dict)  # code cell index -> STUDENT/TRUSTED/GRADE
     job: ExecutionJob | None = None
     outcome: NotebookOutcome | None = None
+
+    def require_job(self) -> ExecutionJob:
+        """Its job, for the executors (``prepare.sanitize`` gives every notebook one before)."""
+        if self.job is None:
+            raise ValueError(f"{self.name}.ipynb has no execution job (not sanitized)")
+        return self.job
+
+    def require_outcome(self) -> NotebookOutcome:
+        """Its outcome, for recording (a submission is recorded once all its notebooks have run)."""
+        if self.outcome is None:
+            raise ValueError(f"{self.name}.ipynb has not run yet (no outcome)")
+        return self.outcome
 
 
 @dataclass

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import Any
 from unittest import mock
 
 from nbconvert.preprocessors import ExecutePreprocessor
@@ -66,7 +67,7 @@ class AutogradeSteps:
             raise ValueError(f"{notebook}.ipynb: No such kernel named {name} (its kernelspec); "
                              "the autograder grades Python notebooks") from None
 
-    def run(self, classes: tuple[type, ...], nb: NotebookNode, resources: dict,
+    def run(self, classes: tuple[type, ...], nb: NotebookNode, resources: dict[str, Any],
             log: logging.Logger) -> NotebookNode:
         """Apply ``classes`` in order, each built from the course config (disabled ones are skipped,
         exactly as nbconvert's exporter does)."""
@@ -100,7 +101,7 @@ def execute_timeout(course: Course) -> float | None:
 
 
 def nbgrader_resources(course: Course, *, student: str, assignment: str, notebook: str,
-                       workdir: str) -> dict:
+                       workdir: str) -> dict[str, Any]:
     """The ``resources`` dict nbgrader's converter hands its preprocessors."""
     return {
         "unique_key": notebook,
@@ -121,13 +122,13 @@ class _BorrowedGradebook:
     def __init__(self, gradebook: Gradebook) -> None:
         self._gradebook = gradebook
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._gradebook, name)
 
     def __enter__(self) -> _BorrowedGradebook:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
     def close(self) -> None:

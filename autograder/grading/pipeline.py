@@ -17,20 +17,24 @@ top to bottom, one run goes through:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from autograder.course import Course, load_course
 from autograder.errors import GradingError
 from autograder.grading import prepare, record
-from autograder.grading.executor import Executor
+from autograder.grading.executor import Executor, Outcomes
 from autograder.grading.model import GradeSummary, NotebookOutcome, Submission, SubmissionResult
 from autograder.grading.nbgrader_seam import AutogradeSteps, autograde_steps, execute_timeout
 from autograder.grading.options import GradeOptions
 from autograder.grading.progress import ProgressBar
 
+if TYPE_CHECKING:
+    from nbgrader.api import Gradebook
 
-def grade(options: GradeOptions | None = None, /, **settings) -> GradeSummary:
+
+def grade(options: GradeOptions | None = None, /, **settings: Any) -> GradeSummary:
     """Autograde submissions into the course gradebook, with scores identical to ``nbgrader autograde``.
 
     Takes a ``GradeOptions`` and/or its fields as keyword arguments (``grade(assignments=["01_strides"],
@@ -124,7 +128,8 @@ class _Run:
                    "execute": 0.0}
         return cls(options, course, executor, names, device, timeout, timings, started)
 
-    def batch(self, gb, *, settled: Callable[[SubmissionResult], None] | None = None) -> _Batch:
+    def batch(self, gb: Gradebook, *,
+              settled: Callable[[SubmissionResult], None] | None = None) -> _Batch:
         o = self.options
         return _Batch(course=self.course, steps=autograde_steps(self.course), gb=gb,
                       device=self.device, timeout=self.timeout,
@@ -132,7 +137,8 @@ class _Run:
                       allow_cpu=o.cpu_allowed, force=o.force, timings=self.timings,
                       settled=settled)
 
-    def execute(self, batch: _Batch, todo, *, total: int | None) -> None:
+    def execute(self, batch: _Batch, todo: Iterable[tuple[str, str] | None], *,
+                total: int | None) -> None:
         with ProgressBar(self.options.progress, label=f"grading on {self.device}",
                          total=total) as bar:
             batch.progress = bar
@@ -168,8 +174,11 @@ class _AsSubmitted:
         return prepare.DeviceProbe(cuda_available=False, torch_version="(not executed)",
                                    cuda_version=None)
 
-    def execute(self, work, outcomes, *, device_used, progress, timings) -> None:
+    def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
+                progress: ProgressBar, timings: dict[str, float]) -> None:
         for submission in work:
+            if submission is None:  # only a streaming executor is handed a stream
+                raise GradingError("--no-execute grades batches, not a stream")
             for nb_run in submission.notebooks:
                 outputs = {i: ([dict(o) for o in cell.outputs], cell.execution_count)
                            for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"}
@@ -197,7 +206,7 @@ class _Batch:
     progress: ProgressBar | None = None
     pending: dict[tuple[str, str], Submission] = field(default_factory=dict)
 
-    def prepared(self, todo: list[tuple[str, str]]) -> Iterator[Submission]:
+    def prepared(self, todo: Iterable[tuple[str, str] | None]) -> Iterator[Submission | None]:
         """Sanitize each submission as the executor asks for the next one; those that fail or have
         nothing to execute are settled here and never reach the executor."""
         for item in todo:

@@ -360,8 +360,9 @@ def discard_stage(stage: Path) -> None:
 
 # each field nbgrader reads from a cell's metadata: its type, and the value that stands in for one of
 # the wrong type (the gradebook then restores the real one on grade and instructor cells)
-_NBGRADER_TYPES = {"grade": (bool, False), "solution": (bool, False), "locked": (bool, False),
-                   "task": (bool, False), "points": ((int, float), 0), "schema_version": (int, 3)}
+_NBGRADER_TYPES: dict[str, tuple[type | tuple[type, ...], object]] = {
+    "grade": (bool, False), "solution": (bool, False), "locked": (bool, False),
+    "task": (bool, False), "points": ((int, float), 0), "schema_version": (int, 3)}
 
 
 def _drop_wrong_types(nb: NotebookNode, name: str) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 class ProgressBar:
     """``with ProgressBar(enabled, label="grading on cpu", total=n) as bar: bar.update(...)``."""
 
-    def __init__(self, enabled: bool, *, label: str, total: int, done: int = 0) -> None:
+    def __init__(self, enabled: bool, *, label: str, total: int | None, done: int = 0) -> None:
         self.enabled, self.label, self.total, self.done = enabled, label, total, done
         self._bar: Any = None
         self._task: Any = None

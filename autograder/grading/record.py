@@ -24,6 +24,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
@@ -81,8 +82,9 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
-    return nbformat.v4.new_output("error", ename=ename, evalue=evalue,
-                                  traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+    output: NotebookNode = nbformat.v4.new_output("error", ename=ename, evalue=evalue,
+                                                  traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+    return output
 
 
 def _is_limit_error(output: NotebookNode) -> bool:
@@ -118,8 +120,8 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     student, assignment = submission.student, submission.assignment
     reasons: list[str] = [f"{name}.ipynb: not submitted (0 points)" for name in submission.missing]
     reasons += [f"refused {why}" for why in submission.refused]
-    run_record: dict = {"graded_by": f"autograder {autograder.__version__}", "device": device,
-                        "notebooks": {}}
+    run_record: dict[str, Any] = {"graded_by": f"autograder {autograder.__version__}",
+                                  "device": device, "notebooks": {}}
     aside = None
     try:
         with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
@@ -136,9 +138,10 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                     grade.auto_score = 0
                     grade.needs_manual_grade = False
             for nb_run in submission.notebooks:
-                _keep_files(submission.stage, nb_run.outcome.files)
-                nb, nb_reasons = executed_notebook(nb_run.nb, nb_run.outcome,
-                                                   nb_run.kinds if nb_run.outcome.executed else None)
+                outcome = nb_run.require_outcome()
+                _keep_files(submission.stage, outcome.files)
+                nb, nb_reasons = executed_notebook(nb_run.nb, outcome,
+                                                   nb_run.kinds if outcome.executed else None)
                 resources = nbgrader_resources(course, student=student, assignment=assignment,
                                                notebook=nb_run.name, workdir=str(submission.stage))
                 nb = steps.run(steps.after_execute, nb, resources, logger)
@@ -149,8 +152,8 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                     reasons.append(f"{nb_run.name}.ipynb: {NEEDS_REVIEW}: the notebook's process died "
                                    f"before {', '.join(review)} ran; flagged for manual grading "
                                    "(formgrader), 0 points until then")
-                run_record["notebooks"][nb_run.name] = {"seconds": round(nb_run.outcome.seconds, 3),
-                                                        "reason": nb_run.outcome.reason}
+                run_record["notebooks"][nb_run.name] = {"seconds": round(outcome.seconds, 3),
+                                                        "reason": outcome.reason}
             gb.db.flush()
             gb.db.expire_all()  # scores are SQL sums: reload them after the flush
             found = gb.find_submission(assignment, student)
@@ -165,7 +168,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     # committed: the new grades are in the gradebook; now their folder
     _swap_in(submission.stage, submission.final, aside)
     steps.set_permissions(assignment=assignment, student=student)
-    seconds = sum(r.outcome.seconds for r in submission.notebooks)
+    seconds = sum(r.require_outcome().seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons))
 
@@ -179,7 +182,7 @@ def _for_manual_review(gb: Gradebook, nb: NotebookNode, nb_run: NotebookRun, *, 
     limit: those are the limits' verdicts). nbgrader leaves such a notebook's grade cells ungraded
     (no score) and in formgrader's manual-grade queue; so are these (0 points until an instructor
     decides), while the cells that ran before keep their scores."""
-    run = nb_run.outcome
+    run = nb_run.require_outcome()
     if run.reason is None or run.failed_ename != "KernelDied" or run.running_cell is None:
         return []
     flagged = []
@@ -231,6 +234,6 @@ def _swap_in(stage: Path, final: Path, aside: Path | None) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def read_run_record(course: Course, *, student: str, assignment: str) -> dict | None:
+def read_run_record(course: Course, *, student: str, assignment: str) -> dict[str, Any] | None:
     """The autograder's note about a graded submission (None if nbgrader graded it, or none yet)."""
     return read_record(course.step_dir("autograded", student, assignment))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 RUN_RECORD = "autograder.json"  # its name in the staging folder
 RECORDS = ".autograder"  # the folder, per student, that holds the records out of nbgrader's way
@@ -32,6 +33,7 @@ def move_record_out(final: Path) -> None:
         os.replace(inside, target)
 
 
-def read_record(final: Path) -> dict | None:
+def read_record(final: Path) -> dict[str, Any] | None:
     path = run_record_path(final)
-    return json.loads(path.read_text()) if path.is_file() else None
+    record: dict[str, Any] | None = json.loads(path.read_text()) if path.is_file() else None
+    return record

@@ -63,12 +63,14 @@ def _grad_plan(rng: CheckRandom, params: Sequence[torch.Tensor], steps: int, sca
     return plan
 
 
-def _run(make_optimizer: Callable[[list[torch.Tensor]], Any], params: Sequence[torch.Tensor],
+def _run(make_optimizer: Callable[[list[torch.Tensor]], Any] | None, params: Sequence[torch.Tensor],
          plan: GradPlan, device: torch.device, *, optimizer=None, live=None):
     """Step an optimizer through ``plan``; returns (parameter values after each step, optimizer, params)."""
     if live is None:
         live = [p.detach().clone().to(device).requires_grad_(True) for p in params]
     if optimizer is None:
+        if make_optimizer is None:
+            raise ValueError("_run needs make_optimizer or optimizer")
         optimizer = make_optimizer(live)
     history = []
     for grads in plan:

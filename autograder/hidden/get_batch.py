@@ -65,16 +65,16 @@ def _expect_rows_from(dataset: np.ndarray, x: torch.Tensor, y: torch.Tensor, wha
     data = dataset.astype(np.int64)
     context_length = x.shape[1]
     last_start = len(data) - context_length - 1
-    x, y = x.cpu().numpy(), y.cpu().numpy()
-    for row in range(x.shape[0]):
-        candidates = [s for s in np.flatnonzero(data[: last_start + 1] == x[row, 0]).tolist()
-                      if np.array_equal(data[s : s + context_length], x[row])]
+    xs, ys = x.cpu().numpy(), y.cpu().numpy()
+    for row in range(xs.shape[0]):
+        candidates = [s for s in np.flatnonzero(data[: last_start + 1] == xs[row, 0]).tolist()
+                      if np.array_equal(data[s : s + context_length], xs[row])]
         expect(len(candidates) > 0,
-               f"{what}: row {row} of x, {x[row, :6].tolist()}..., is not a run of consecutive tokens "
+               f"{what}: row {row} of x, {xs[row, :6].tolist()}..., is not a run of consecutive tokens "
                f"dataset[s:s+context_length] for any start s in [0, len(dataset) - context_length - 1]")
-        expect(any(np.array_equal(data[s + 1 : s + context_length + 1], y[row]) for s in candidates),
+        expect(any(np.array_equal(data[s + 1 : s + context_length + 1], ys[row]) for s in candidates),
                f"{what}: y must be x shifted by one token (y[i] = dataset[s+1:s+1+context_length]); "
-               f"row {row}: x starts {x[row, :4].tolist()}, y starts {y[row, :4].tolist()}")
+               f"row {row}: x starts {xs[row, :4].tolist()}, y starts {ys[row, :4].tolist()}")
 
 
 def _random_tokens(rng: CheckRandom, length: int, dtype=np.uint16) -> np.ndarray:
@@ -130,11 +130,11 @@ def check_get_batch_starts(get_batch, *, rng: CheckRandom) -> None:
         starts += x[:, 0].tolist()
     counts = np.bincount(np.array(starts), minlength=length)
     valid = counts[:num_starts]
-    expect(counts[num_starts:].sum() == 0,
+    expect(bool(counts[num_starts:].sum() == 0),
            f"on a dataset of {length} tokens with context_length={context_length}, starts must lie in "
            f"[0, {num_starts - 1}] (len(dataset) - context_length - 1); got starts "
            f"{sorted(set(starts) - set(range(num_starts)))}")
-    expect((valid > 0).all(),
+    expect(bool((valid > 0).all()),
            f"on a dataset of {length} tokens with context_length={context_length} the valid starts are "
            f"0..{num_starts - 1}, but in {len(starts)} draws these never occurred: "
            f"{np.flatnonzero(valid == 0).tolist()} (is the last start len(dataset) - context_length - 1 "
@@ -206,6 +206,7 @@ class _VirtualTokens:
             f"need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def __getitem__(self, key: Any) -> Any:
+        positions: np.ndarray | np.int64
         if isinstance(key, slice):
             positions = np.arange(*key.indices(self._length), dtype=np.int64)
         else:

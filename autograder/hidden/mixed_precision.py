@@ -125,7 +125,7 @@ def check_make_grad_scaler(make_grad_scaler, *, rng: CheckRandom) -> None:
 # --------------------------------------------------------------------------- the training step
 
 
-def _model(rng: CheckRandom, device: torch.device) -> tuple[nn.Module, int, int]:
+def _model(rng: CheckRandom, device: torch.device) -> tuple[nn.Sequential, int, int]:
     d_in, hidden, classes = rng.randint(8, 32), rng.randint(16, 64), rng.randint(3, 10)
     with torch.random.fork_rng(devices=[]):  # seeded initialization, global RNG left as it was
         torch.manual_seed(rng.getrandbits(62))

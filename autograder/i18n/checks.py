@@ -312,7 +312,10 @@ def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[pol
     found = []
     longer = {t.english: [o.target for o in terms if o.target != t.target and t.target in o.target]
               for t in terms}
-    for term in (t for t in terms if t.first):
+    for term in terms:
+        first = term.first
+        if not first:
+            continue
         for entry in entries:
             zh = prose(entry.msgstr)
             if not _SENTENCE.search(zh) or term.english.lower() in _exempt(entry, "first-ok"):
@@ -323,9 +326,11 @@ def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[pol
             if at < 0:
                 continue
             after = zh[at + len(term.target):]
-            after = after[_COMPOUND.match(after).end():].lstrip(" ")
+            compound = _COMPOUND.match(after)
+            assert compound is not None  # {0,4}: it matches every string
+            after = after[compound.end():].lstrip(" ")
             gloss = re.match(r"[（，]([^（）]*)）", after)  # 「張量（tensor）」, inside （…）: 「動差，moment）」
-            if not gloss or term.first.lower() not in gloss.group(1).lower():
+            if not gloss or first.lower() not in gloss.group(1).lower():
                 found.append((entry, f"first use of {term.target!r} on this page: write "
                                      f"「{term.target}（{term.first}）」"))
             break

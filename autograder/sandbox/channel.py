@@ -31,7 +31,8 @@ import sys
 import time
 import types
 import weakref
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn, cast
 
 from autograder.sandbox.inside import protocol, wire
 from autograder.sandbox.inside.protocol import ExitHow, Kind, Offer, Op, call_only, sequence_only
@@ -68,10 +69,10 @@ class NotPlainData(TypeError):
     """A handle was used where plain data is needed (compared, tested for truth, hashed by value)."""
 
 
-_error_classes: dict[tuple[str, ...], type] = {}
+_error_classes: dict[tuple[str, ...], type[RemoteError]] = {}
 
 
-def _error_class(record: dict) -> type:
+def _error_class(record: dict[str, Any]) -> type[RemoteError]:
     """A RemoteError subclass that is also the first known class among the remote exception's bases."""
     mro = tuple(str(name) for name in record.get("mro", []))[:20]
     cls = _error_classes.get(mro)
@@ -93,15 +94,21 @@ def _error_class(record: dict) -> type:
             break
     name = str(record.get("type", "Exception"))[:100] or "Exception"
     try:
-        cls = type(name, (RemoteError, base) if base is not Exception else (RemoteError,),
-                   {"remote_type": name, "__module__": "sandbox"})
+        cls = _new_error_class(name, (RemoteError, base) if base is not Exception
+                               else (RemoteError,))
     except TypeError:  # an incompatible layout (some C exception types): keep the plain one
-        cls = type(name, (RemoteError,), {"remote_type": name, "__module__": "sandbox"})
+        cls = _new_error_class(name, (RemoteError,))
     _error_classes[mro] = cls
     return cls
 
 
-def remote_error(record: dict) -> BaseException:
+def _new_error_class(name: str, bases: tuple[type, ...]) -> type[RemoteError]:
+    # three-argument type() is typed as returning a plain ``type``; bases[0] is RemoteError
+    namespace = {"remote_type": name, "__module__": "sandbox"}
+    return cast("type[RemoteError]", type(name, bases, namespace))
+
+
+def remote_error(record: dict[str, Any]) -> BaseException:
     if record.get("type") == "CellTimeoutError":
         return CellTimeoutError(record.get("message", "time limit"))
     cls = _error_class(record)
@@ -115,16 +122,16 @@ class Remote:
 
     __slots__ = ("_sandbox", "_handle", "_info", "__weakref__")
 
-    def __init__(self, sandbox: SandboxChannel, info: dict) -> None:
+    def __init__(self, sandbox: SandboxChannel, info: dict[str, Any]) -> None:
         object.__setattr__(self, "_sandbox", sandbox)
         object.__setattr__(self, "_handle", int(info["id"]))
         object.__setattr__(self, "_info", info)
 
     # what the handle can do: each is one request
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._sandbox.request(Op.CALL, target=self._handle, args=args, kwargs=kwargs)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         return self._sandbox.request(Op.GETATTR, target=self._handle, name=name)
@@ -135,10 +142,10 @@ class Remote:
     def __delattr__(self, name: str) -> None:
         self._sandbox.request(Op.DELATTR, target=self._handle, name=name)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self._sandbox.request(Op.GETITEM, target=self._handle, key=key)
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         self._sandbox.request(Op.SETITEM, target=self._handle, key=key, value=value)
 
     def __len__(self) -> int:
@@ -147,13 +154,13 @@ class Remote:
             raise NotPlainData(f"len() of {self.remote_type} is not a non-negative int")
         return value
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         items = self._sandbox.request(Op.ITER, target=self._handle)
         if type(items) is not list:
             raise NotPlainData(f"iterating {self.remote_type} gave no list")
         return iter(items)
 
-    def __contains__(self, item) -> bool:
+    def __contains__(self, item: object) -> bool:
         return self._sandbox.request(Op.CONTAINS, target=self._handle, item=item) is True
 
     def __repr__(self) -> str:
@@ -167,7 +174,7 @@ class Remote:
         return self.__repr__()
 
     # what it cannot do: behave like plain data
-    def _not_plain(self, *args, **kwargs):
+    def _not_plain(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise NotPlainData(f"a {self.remote_type} object from the submission is not plain data "
                            "(numbers, strings, tuples, lists, dicts, tensors): it cannot be compared "
                            "or tested here")
@@ -211,21 +218,24 @@ class SandboxChannel:
         self.deadline: float | None = None  # monotonic time the current cell must end by
         self.dead: SandboxDied | None = None
         self.next_request = 1
-        self.handles: dict[int, weakref.ref] = {}
+        self.handles: dict[int, weakref.ref[Remote]] = {}
         self._released: list[int] = []
         self._released_mirrors: list[int] = []
-        self.mirrors: dict[int, tuple[weakref.ref, tuple]] = {}  # mirror id -> (tensor, snapshot)
+        # mirror id -> (tensor, snapshot)
+        self.mirrors: dict[int, tuple[weakref.ref[Any], protocol.Snapshot]] = {}
         self.mirror_of: dict[int, int] = {}  # id(tensor) -> mirror id
         self.next_mirror = 1
         self.locals: dict[int, Any] = {}  # checker objects the sandbox may call back
         self._grade_cell_offers: dict[int, tuple[Any, protocol.Offer]] = {}  # id -> (function, offer)
-        self.on_outputs = None  # callback(outputs) for what the student's code printed
-        self.before_request = None  # callback() run before each request the grade cell makes
+        # callback(outputs) for what the student's code printed
+        self.on_outputs: Callable[[list[dict[str, Any]]], None] | None = None
+        self.before_request: Callable[[], None] | None = None  # run before each grade-cell request
         self._syncing = False
 
     # ---- the requests grade cells make
 
-    def run_cell(self, source: str, timeout: float | None) -> tuple[list[dict], int | None]:
+    def run_cell(self, source: str,
+                 timeout: float | None) -> tuple[list[dict[str, Any]], int | None]:
         result = self.request(Op.CELL, source=source, timeout=timeout, raw=True)
         outputs = result.get("cell_outputs") if isinstance(result, dict) else None
         if not isinstance(outputs, list):
@@ -281,8 +291,9 @@ class SandboxChannel:
             remaining = timeout if remaining is None else min(timeout, remaining)
         request_id, self.next_request = self.next_request, self.next_request + 1
         encoder = self._encoder()
-        header: protocol.Request = {"kind": Kind.REQUEST, "id": request_id, "op": op,
-                                    "timeout": remaining}
+        # a protocol.Request, with the operation's own fields
+        header: dict[str, Any] = {"kind": Kind.REQUEST, "id": request_id, "op": op,
+                                  "timeout": remaining}
         for key, value in fields.items():
             header[key] = value if key in protocol.RAW_FIELDS else encoder.encode(value)
         if self._released or self._released_mirrors:
@@ -294,10 +305,12 @@ class SandboxChannel:
     def _send_release(self) -> None:
         released, self._released = self._released, []
         mirrors, self._released_mirrors = self._released_mirrors, []
-        self._send({"kind": Kind.REQUEST, "id": 0, "op": Op.RELEASE, "ids": released,
-                    "mirrors": mirrors, "sync": protocol.empty_sync()}, [])
+        release: protocol.Request = {"kind": Kind.REQUEST, "id": 0, "op": Op.RELEASE,
+                                     "ids": released, "mirrors": mirrors,
+                                     "sync": protocol.empty_sync()}
+        self._send(release, [])
 
-    def _send(self, header: dict, blobs: list[bytes]) -> None:
+    def _send(self, header: Mapping[str, Any], blobs: list[bytes]) -> None:
         try:
             wire.send(self.data, header, blobs)
         except wire.WireError as error:
@@ -308,9 +321,8 @@ class SandboxChannel:
         while True:
             wait = None if limit is None else limit - time.monotonic()
             if wait is not None and wait <= 0:
-                self.kill("a cell ran past its time limit and did not stop when interrupted; "
-                          "the submission's process was killed", "CellTimeoutError")
-                raise self.dead
+                self._died_with("a cell ran past its time limit and did not stop when interrupted; "
+                                "the submission's process was killed", "CellTimeoutError")
             try:
                 header, blobs = wire.recv(self.data, timeout=wait)
             except TimeoutError:
@@ -327,11 +339,12 @@ class SandboxChannel:
                 continue  # a stale reply to a request abandoned after a timeout
             return self._result(header, blobs)
 
-    def _died_with(self, reason: str, ename: str = "KernelDied") -> None:
+    def _died_with(self, reason: str, ename: str = "KernelDied") -> NoReturn:
         self.kill(reason, ename)
+        assert self.dead is not None  # kill() sets it
         raise self.dead
 
-    def _result(self, header: dict, blobs: list[bytes]) -> Any:
+    def _result(self, header: dict[str, Any], blobs: list[bytes]) -> Any:
         decoder = self._decoder(blobs)
         self._apply_sync(decoder, header)
         outputs = header.get("outputs")
@@ -343,13 +356,14 @@ class SandboxChannel:
 
     # ---- callbacks: the sandbox calls a checker object
 
-    def _answer_callback(self, header: dict, blobs: list[bytes]) -> None:
+    def _answer_callback(self, header: dict[str, Any], blobs: list[bytes]) -> None:
         reply: protocol.Reply = {"kind": Kind.REPLY, "id": header.get("id")}
         encoder = self._encoder()
         try:
             decoder = self._decoder(blobs)
             self._apply_sync(decoder, header)
-            target = self.locals.get(header.get("target"))
+            handle = header.get("target")
+            target = self.locals.get(handle) if handle is not None else None
             if target is None:
                 raise LookupError("no such grader object")
             reply["value"] = encoder.encode(_callback(target, str(header.get("op")), decoder,
@@ -365,7 +379,7 @@ class SandboxChannel:
 
     # ---- encoding
 
-    def _ref(self, obj: Any) -> dict:
+    def _ref(self, obj: Any) -> dict[str, Any]:
         """Default-deny: a value that is not plain data crosses only as the student's own handle
         (``Remote``) or as an explicit ``protocol.Offer``; a module, class, function or any other
         checker object is refused here, whatever sends it."""
@@ -386,8 +400,8 @@ class SandboxChannel:
             "(numbers, strings, bytes, tuples/lists/dicts of them, tensors, arrays); a hidden check "
             "that must pass a function wraps it in protocol.call_only")
 
-    def _mirror_gone(self, mirror: int, key: int):
-        def forget(_ref) -> None:
+    def _mirror_gone(self, mirror: int, key: int) -> Callable[[weakref.ref[Any]], None]:
+        def forget(_ref: weakref.ref[Any]) -> None:
             self.mirrors.pop(mirror, None)
             if self.mirror_of.get(key) == mirror:
                 self.mirror_of.pop(key, None)
@@ -408,7 +422,7 @@ class SandboxChannel:
     def _encoder(self) -> wire.Encoder:
         encoder = wire.Encoder(self._ref, attach_file=self._attach_file)
 
-        def tensor_hook(t: Any) -> dict:
+        def tensor_hook(t: Any) -> dict[str, Any]:
             mirror = self.mirror_of.get(id(t))
             if mirror is None or self.mirrors.get(mirror, (lambda: None,))[0]() is not t:
                 mirror, self.next_mirror = self.next_mirror, self.next_mirror + 1
@@ -425,7 +439,7 @@ class SandboxChannel:
     def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
         return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir)
 
-    def _resolve(self, tree: dict) -> Any:
+    def _resolve(self, tree: dict[str, Any]) -> Any:
         if tree.get("$") == "local":
             raise wire.WireError("the sandbox cannot send back grader objects")
         handle = tree.get("id")
@@ -438,13 +452,13 @@ class SandboxChannel:
             self.handles[handle] = weakref.ref(proxy)
         return proxy
 
-    def _tensor_in(self, tree: dict, tensor: Any) -> Any:
+    def _tensor_in(self, tree: dict[str, Any], tensor: Any) -> Any:
         mirror = tree.get("mirror", tree.get("alias"))
         if mirror is None:
             return tensor
         entry = self.mirrors.get(mirror)
         held = entry[0]() if entry else None
-        if held is None:
+        if entry is None or held is None:
             if tensor is None:
                 raise wire.WireError("reference to a tensor the grader no longer holds")
             return tensor  # a tensor the checker let go of: a plain value now
@@ -460,7 +474,7 @@ class SandboxChannel:
             self.mirrors[mirror] = (entry[0], protocol.snapshot(held))
         return held
 
-    def _apply_sync(self, decoder: wire.Decoder, message: dict) -> None:
+    def _apply_sync(self, decoder: wire.Decoder, message: dict[str, Any]) -> None:
         for mirror, tree in protocol.sync_entries(message):
             if mirror in self.mirrors:
                 decoder.decode(dict(tree, mirror=mirror))
@@ -487,7 +501,7 @@ def mirror_seeding(sandbox: SandboxChannel) -> None:
     def mirrored(owner: Any, name: str, module: str, attribute: str) -> None:
         original = getattr(owner, name)
 
-        def seed(value=None, *args, **kwargs):
+        def seed(value: Any = None, *args: Any, **kwargs: Any) -> Any:
             result = original(value, *args, **kwargs)
             if sandbox.dead is None:
                 target = sandbox.module(module)
@@ -516,11 +530,11 @@ def _kind(obj: Any) -> str:
     return f"{type(obj).__name__} object"
 
 
-_CALLBACK_OPERATION = {Op.LOCAL_CALL: "call", Op.LOCAL_GETITEM: "getitem", Op.LOCAL_LEN: "len",
-                       Op.LOCAL_ITER: "getitem"}
+_CALLBACK_OPERATION: dict[str, str] = {Op.LOCAL_CALL: "call", Op.LOCAL_GETITEM: "getitem",
+                                       Op.LOCAL_LEN: "len", Op.LOCAL_ITER: "getitem"}
 
 
-def _callback(offer: protocol.Offer, op: str, decoder: wire.Decoder, header: dict) -> Any:
+def _callback(offer: protocol.Offer, op: str, decoder: wire.Decoder, header: dict[str, Any]) -> Any:
     """What the student's code may do with a grader object: exactly what its ``Offer`` allows
     (call it, index it, take its length, read a plain attribute from the offer's snapshot). Every
     answer goes back through the default-deny encoder: plain values only."""
@@ -546,7 +560,7 @@ def _callback(offer: protocol.Offer, op: str, decoder: wire.Decoder, header: dic
     return list(iter(target))
 
 
-def _clean_output(output: dict) -> dict:
+def _clean_output(output: dict[str, Any]) -> dict[str, Any]:
     """An output as the sandbox reported it, reduced to the nbformat fields with plain types."""
     kind = output.get("output_type")
     if kind == "stream":
@@ -557,10 +571,12 @@ def _clean_output(output: dict) -> dict:
                 "evalue": str(output.get("evalue", ""))[:20_000],
                 "traceback": [str(t)[:20_000] for t in output.get("traceback", [])][:100]}
     if kind in ("display_data", "execute_result"):
-        data = output.get("data") if isinstance(output.get("data"), dict) else {}
-        clean = {"output_type": kind,
-                 "data": {str(k): v if isinstance(v, str) else str(v) for k, v in data.items()},
-                 "metadata": {}}
+        found = output.get("data")
+        data: dict[Any, Any] = found if isinstance(found, dict) else {}
+        clean: dict[str, Any] = {
+            "output_type": kind,
+            "data": {str(k): v if isinstance(v, str) else str(v) for k, v in data.items()},
+            "metadata": {}}
         if kind == "execute_result":
             count = output.get("execution_count")
             clean["execution_count"] = count if type(count) is int else None

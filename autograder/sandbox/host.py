@@ -29,6 +29,7 @@ import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from autograder.errors import GradingError
 from autograder.sandbox.inside import isolation, protocol, wire
@@ -219,11 +220,11 @@ class MemoryLimit:
         in v2 a process is in one group, so the memory limit goes there too."""
         self.limit, self.path, self.version, self.shared = limit, None, None, False
         found = memory_cgroup_root() if os.geteuid() == 0 and limit else None
-        if found is not None:
+        if found is not None and limit is not None:  # found: limit is set
             root, self.version = found
             self.shared = self.version == "v2" and unified_group is not None \
                 and unified_group.parent == root
-            path = unified_group if self.shared else \
+            path = unified_group if self.shared and unified_group is not None else \
                 root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
             knob = "memory.max" if self.version == "v2" else "memory.limit_in_bytes"
             try:
@@ -290,10 +291,10 @@ class SandboxProcess:
 
     sandboxed: bool = True
     gpu: bool = False
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     control: socket.socket | None = None
     state: str = "new"  # new -> starting -> ready <-> busy; "dead" when it must be restarted
-    info: dict = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
     jobs: int = 0
     started: float = 0.0
     stderr_path: str | None = None
@@ -311,10 +312,11 @@ class SandboxProcess:
 
         log = tempfile.NamedTemporaryFile(prefix="autograder-sandbox-", suffix=".log", delete=False)
         self.stderr_path = log.name
-        if self.processes is None and self.sandboxed:
-            self.processes = ProcessLimit()
-        if self.memory is None and self.sandboxed:
-            self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
+        if self.sandboxed:
+            if self.processes is None:
+                self.processes = ProcessLimit()
+            if self.memory is None:
+                self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
         self.process = subprocess.Popen(
             kernel_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
             pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -335,7 +337,12 @@ class SandboxProcess:
             isolation.become(SANDBOX_UID, sandbox_code_folders())
 
     def fileno(self) -> int:
-        return self.control.fileno()
+        return self._control().fileno()
+
+    def _control(self) -> socket.socket:
+        if self.control is None:
+            raise RuntimeError("the sandbox is not running (it has no control socket)")
+        return self.control
 
     def pump(self) -> None:
         """Read control messages (ready, done) without blocking; notice a dead template."""
@@ -366,12 +373,14 @@ class SandboxProcess:
         while self.state == "starting" and time.monotonic() < deadline:
             import select
 
-            select.select([self.control], [], [], 0.2)
+            select.select([self._control()], [], [], 0.2)
             self.pump()
         if self.state != "ready":
             raise GradingError(f"the sandbox could not start: {self.log_tail()}")
 
     def log_tail(self) -> str:
+        if self.stderr_path is None:
+            return "(no log)"
         try:
             return Path(self.stderr_path).read_text(errors="replace")[-2000:].strip() or "(no output)"
         except (OSError, TypeError):
@@ -388,13 +397,13 @@ class SandboxProcess:
         data_ours, data_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         kill_ours, kill_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.jobs += 1
-        job = dict(job, id=self.jobs)
+        job = {**job, "id": self.jobs}
         if self.processes is not None:
             self.processes.allow(int(job.get("rlimits", {}).get("nproc") or SANDBOX_PROCESSES))
         try:
-            socket.send_fds(self.control, [json.dumps(job).encode()],
+            socket.send_fds(self._control(), [json.dumps(job).encode()],
                             [data_theirs.fileno(), kill_theirs.fileno()])
-            wire.send(self.control, {"paths": [p for p, _ in files]}, [b for _, b in files])
+            wire.send(self._control(), {"paths": [p for p, _ in files]}, [b for _, b in files])
         except (OSError, wire.WireError) as error:
             self._mark_dead()
             raise GradingError(f"the sandbox is gone ({error})") from None

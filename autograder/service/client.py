@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,7 +32,7 @@ def _headers() -> dict[str, str]:
 
 
 def submit(path: Path, *, url: str | None, wait: bool = True, timeout_s: float = 900.0,
-           echo=print) -> dict:
+           echo: Callable[[str], object] = print) -> dict[str, Any]:
     """Upload ``path``; return the submission as the API shows it (after grading when ``wait``)."""
     base = (url or os.environ.get("AUTOGRADER_URL") or "").rstrip("/") + "/"
     if base == "/":
@@ -61,15 +63,16 @@ def submit(path: Path, *, url: str | None, wait: bool = True, timeout_s: float =
     raise SubmitError(f"#{body['id']} was not graded within {timeout_s:g} s; see its page later")
 
 
-def _json(reply: httpx.Response) -> dict:
+def _json(reply: httpx.Response) -> dict[str, Any]:
     try:
-        return reply.json()
+        body: dict[str, Any] = reply.json()
+        return body
     except ValueError:
         raise SubmitError(f"the service answered {reply.status_code} without JSON; is the URL "
                           "the service's?") from None
 
 
-def summary_lines(status: dict) -> list[str]:
+def summary_lines(status: dict[str, Any]) -> list[str]:
     if status.get("state") == "failed":
         return [f"not graded: {status.get('reason')}"]
     lines = []

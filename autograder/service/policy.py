@@ -153,13 +153,13 @@ def policy_for(assignment: str, settings: dict[str, Any], *, due: datetime | Non
     return replace(policy, **values)
 
 
-def _number(value: Any, kind: type, where: str):
+def _number(value: Any, kind: type[int] | type[float], where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise CourseError(f"{where}: expected a number >= 0, not {value!r}")
     return kind(value)
 
 
 def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise CourseError(f"{where}: expected one of {', '.join(allowed)}, not {value!r}")
     return value

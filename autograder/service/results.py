@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
@@ -23,16 +24,16 @@ MESSAGE_CHARS = 4000  # of one test's message
 
 
 def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: str,
-                    notebooks: dict[str, Path], reasons: tuple[str, ...] = ()) -> dict:
+                    notebooks: dict[str, Path], reasons: tuple[str, ...] = ()) -> dict[str, Any]:
     """``{"score", "max_score", "tests": [...], "notices": [...]}`` of one graded submission."""
-    tests: list[dict] = []
+    tests: list[dict[str, Any]] = []
     hidden_text: set[str] = set()
     score = max_score = 0.0
     with Gradebook(db_url, course_id) as gb:
         for notebook, path in notebooks.items():
             cells = _grade_cells(path)
-            for cell in cells.values():
-                hidden_text |= hidden_lines(cell.source)
+            for source_cell in cells.values():
+                hidden_text |= hidden_lines(source_cell.source)
             try:
                 graded = gb.find_submission_notebook(notebook, assignment, student)
             except MissingEntry:
@@ -47,8 +48,8 @@ def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: st
                               "message": _message(cell) if points < top else None})
                 score += points
                 max_score += top
-    result = {"score": score, "max_score": max_score, "tests": tests,
-              "notices": [_clip(r) for r in reasons]}
+    result: dict[str, Any] = {"score": score, "max_score": max_score, "tests": tests,
+                              "notices": [_clip(r) for r in reasons]}
     return _without_hidden_source(result, hidden_text)
 
 
@@ -56,7 +57,7 @@ def _grade_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
     if not path.is_file():
         return {}
     nb = nbformat.read(path, as_version=4)
-    cells = {}
+    cells: dict[str, nbformat.NotebookNode] = {}
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade") and isinstance(meta.get("grade_id"), str):
@@ -64,12 +65,12 @@ def _grade_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
     return cells
 
 
-def _order(cells: dict, name: str) -> tuple[int, str]:
+def _order(cells: dict[str, nbformat.NotebookNode], name: str) -> tuple[int, str]:
     names = list(cells)
     return (names.index(name) if name in names else len(names), name)
 
 
-def _message(cell) -> str:
+def _message(cell: nbformat.NotebookNode | None) -> str:
     """The failure as the student would read it under the cell (hidden lines removed)."""
     if cell is None:
         return "this test's cell is missing from the notebook"
@@ -88,7 +89,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + " … (cut)"
 
 
-def _without_hidden_source(result: dict, hidden: set[str]) -> dict:
+def _without_hidden_source(result: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
     """Last guard: a message still quoting hidden-check source is cut to its exception line, and a
     line that still does is replaced by a notice."""
     for test in result["tests"]:

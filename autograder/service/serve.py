@@ -18,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlparse
 
 from autograder.course import load_course
@@ -25,6 +26,9 @@ from autograder.errors import CourseError
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, default_url
 from autograder.service.web import make_app
+
+if TYPE_CHECKING:
+    from tornado import web
 
 log = logging.getLogger("autograder.service")
 
@@ -52,7 +56,7 @@ def state_folder(options: ServeOptions) -> Path:
     return folder
 
 
-def _service_lock(folder: Path):
+def _service_lock(folder: Path) -> TextIO:
     """One service per state folder: a second ``serve`` on it stops with the reason."""
     handle = open(folder / "serve.lock", "a+")  # noqa: SIM115 - kept open: the lock lives with it
     try:
@@ -78,7 +82,7 @@ class WorkerProcess:
 
     def __init__(self, command: list[str]) -> None:
         self.command = command
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
     def start(self) -> None:
@@ -130,7 +134,7 @@ def serve(options: ServeOptions) -> None:
                      max_body=settings.max_upload_bytes * 4 + 2**20))
 
 
-async def _run(app, worker: WorkerProcess, *, host: str, port: int, prefix: str,
+async def _run(app: web.Application, worker: WorkerProcess, *, host: str, port: int, prefix: str,
                max_body: int) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeAlias
 
 from autograder.course import Course
 from autograder.errors import CourseError
 from autograder.service.policy import Policy, parse_time, policy_for
 
 DEFAULT_UPLOAD_MB = 5.0
+
+# (when, assignment -> notebooks, students, assignment -> due date,
+#  (assignment, notebook) -> grade ids)
+_CourseView: TypeAlias = tuple[float, dict[str, list[str]], set[str], dict[str, datetime | None],
+                               dict[tuple[str, str], set[str]]]
 
 
 @dataclass
@@ -25,7 +31,7 @@ class ServiceSettings:
     instructor_group: str = "instructors"
     max_upload_bytes: int = int(DEFAULT_UPLOAD_MB * 2**20)
     refresh_s: float = 30.0
-    _cache: tuple | None = None  # (when, notebooks, students, due dates, grade ids)
+    _cache: _CourseView | None = None
 
     @classmethod
     def of(cls, course: Course) -> ServiceSettings:
@@ -51,7 +57,7 @@ class ServiceSettings:
             settings.policy(name)
         return settings
 
-    def _course_view(self):
+    def _course_view(self) -> _CourseView:
         now = time.monotonic()
         if self._cache is None or now - self._cache[0] > self.refresh_s:
             with self.course.gradebook() as gb:

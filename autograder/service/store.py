@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Boolean,
@@ -36,8 +37,12 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 MAX_ATTEMPTS = 2  # workers that may die on one submission before it fails with a reason
 STATES = ("queued", "running", "done", "failed")
@@ -159,24 +164,24 @@ class Store:
         """What earlier workers left running: back to the queue, or failed after MAX_ATTEMPTS.
         Returns (requeued, failed)."""
         with self.session() as s:
-            failed = s.execute(update(SubmissionRow).where(
+            failed = _rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.state == "running", SubmissionRow.claimed_by != worker,
                 SubmissionRow.attempts >= MAX_ATTEMPTS).values(
                 state="failed", finished_at=utcnow(),
                 reason=f"the grading worker stopped {MAX_ATTEMPTS} times while grading this "
-                       "submission; ask the course staff")).rowcount
-            requeued = s.execute(update(SubmissionRow).where(
+                       "submission; ask the course staff")))
+            requeued = _rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.state == "running", SubmissionRow.claimed_by != worker).values(
-                state="queued", claimed_by=None, started_at=None)).rowcount
+                state="queued", claimed_by=None, started_at=None)))
         return requeued, failed
 
     def release(self, worker: str) -> int:
         """A worker that stops gives its running submissions back (not counted as an attempt)."""
         with self.session() as s:
-            return s.execute(update(SubmissionRow).where(
+            return _rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.state == "running", SubmissionRow.claimed_by == worker).values(
                 state="queued", claimed_by=None, started_at=None,
-                attempts=SubmissionRow.attempts - 1)).rowcount
+                attempts=SubmissionRow.attempts - 1)))
 
     def claim(self, worker: str, limit: int) -> list[Job]:
         """Up to ``limit`` queued submissions, fair: at most one per student (and none of a student
@@ -199,33 +204,34 @@ class Store:
                     break
             jobs = []
             for row_id in chosen:
-                took = s.execute(update(SubmissionRow).where(
+                took = _rowcount(s.execute(update(SubmissionRow).where(
                     SubmissionRow.id == row_id, SubmissionRow.state == "queued").values(
                     state="running", claimed_by=worker, started_at=utcnow(),
-                    attempts=SubmissionRow.attempts + 1)).rowcount
+                    attempts=SubmissionRow.attempts + 1)))
                 if took:
                     row = s.get(SubmissionRow, row_id)
+                    if row is None:  # this transaction has just updated it
+                        raise LookupError(f"submission {row_id} is gone while being claimed")
                     jobs.append(Job(row.id, row.student, row.assignment, row.notebook,
                                     row.content, row.received_at))
             return jobs
 
     def finish(self, job_id: int, worker: str, *, score: float | None, max_score: float | None,
-               feedback: dict) -> bool:
+               feedback: dict[str, Any]) -> bool:
         """Record a result, once: False when this worker no longer owns the submission."""
         with self.session() as s:
-            return bool(s.execute(update(SubmissionRow).where(
+            return bool(_rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.id == job_id, SubmissionRow.state == "running",
                 SubmissionRow.claimed_by == worker).values(
                 state="done", score=score, max_score=max_score, finished_at=utcnow(),
-                feedback=json.dumps(feedback), graded_count=SubmissionRow.graded_count + 1))
-                .rowcount)
+                feedback=json.dumps(feedback), graded_count=SubmissionRow.graded_count + 1))))
 
     def fail(self, job_id: int, worker: str, reason: str) -> bool:
         with self.session() as s:
-            return bool(s.execute(update(SubmissionRow).where(
+            return bool(_rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.id == job_id, SubmissionRow.state == "running",
                 SubmissionRow.claimed_by == worker).values(
-                state="failed", reason=reason, finished_at=utcnow())).rowcount)
+                state="failed", reason=reason, finished_at=utcnow()))))
 
     def mark_landed(self, job_ids: Sequence[int]) -> None:
         with self.session() as s:
@@ -276,8 +282,9 @@ class Store:
 
     def revoke_tokens(self, user: str) -> int:
         with self.session() as s:
-            return s.execute(update(TokenRow).where(TokenRow.user == user, ~TokenRow.revoked)
-                             .values(revoked=True)).rowcount
+            return _rowcount(s.execute(update(TokenRow).where(TokenRow.user == user,
+                                                              ~TokenRow.revoked)
+                                       .values(revoked=True)))
 
     def token_user_by_digest(self, token_digest: str) -> tuple[str, bool] | None:
         """(user, instructor) of a valid token given its SHA-256, or None."""
@@ -287,7 +294,15 @@ class Store:
             return None if row is None else (row.user, row.instructor)
 
 
-def _sqlite_pragmas(connection, _record) -> None:
+def _rowcount(result: object) -> int:
+    """The rows an UPDATE changed: ``Session.execute`` is typed as returning a ``Result``; for an
+    UPDATE it is a ``CursorResult``, which has ``rowcount``."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"an UPDATE returned a {type(result).__name__}, not a CursorResult")
+    return result.rowcount
+
+
+def _sqlite_pragmas(connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     """WAL: the web process reads while the worker writes; a busy database waits, never errors."""
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

@@ -29,11 +29,11 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 from tornado.log import access_log
@@ -59,14 +59,17 @@ class _Base(web.RequestHandler):
 
     @property
     def store(self) -> Store:
-        return self.settings["store"]
+        store: Store = self.settings["store"]
+        return store
 
     @property
     def service(self) -> ServiceSettings:
-        return self.settings["service"]
+        service: ServiceSettings = self.settings["service"]
+        return service
 
     def now(self) -> datetime:
-        return self.settings["clock"]()
+        clock: Callable[[], datetime] = self.settings["clock"]
+        return clock()
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'self'; "
@@ -86,8 +89,16 @@ class _Base(web.RequestHandler):
         return Identity(name, bool(user.get("admin")) or name in self.service.instructors
                         or self.service.instructor_group in groups)
 
+    def me(self) -> Identity:
+        """Who is asking, in a handler behind ``_logged_in`` (it lets no anonymous request in)."""
+        found = self.identity()
+        if found is None:
+            raise RuntimeError(f"{type(self).__name__}: no user behind _logged_in")
+        return found
+
     def url(self, path: str = "") -> str:
-        return self.settings["prefix"] + path
+        prefix: str = self.settings["prefix"]
+        return prefix + path
 
     def page(self, template: str, status: int = 200, **values: Any) -> None:
         self.set_status(status)
@@ -95,10 +106,16 @@ class _Base(web.RequestHandler):
                     title=self.settings["title"], **values)
 
 
-class _TokenAuth:
+if TYPE_CHECKING:  # a mixin of the handlers (make_app): typed as one, a plain class at run time
+    _TokenAuthBase = _Base
+else:
+    _TokenAuthBase = object
+
+
+class _TokenAuth(_TokenAuthBase):
     """Standalone mode: ``Authorization: Bearer <token>``, or the login cookie (its SHA-256)."""
 
-    def get_current_user(self):
+    def get_current_user(self) -> Identity | None:
         header = self.request.headers.get("Authorization", "")
         if header.startswith("Bearer "):
             self._token_authenticated = True
@@ -118,11 +135,13 @@ class _TokenAuth:
         return self.url("login")
 
 
-def _logged_in(method: Callable) -> Callable:
+def _logged_in(method: Callable[..., Awaitable[None] | None]
+               ) -> Callable[..., Awaitable[None] | None]:
     """``tornado.web.authenticated``, but an API request gets 401 JSON, never a redirect."""
     pages = web.authenticated(method)
 
-    def wrapper(self, *args, **kwargs):
+    # ``self``: a page or an API handler; only API handlers (``_Json``) serve api/ paths
+    def wrapper(self: _Json, *args: Any, **kwargs: Any) -> Awaitable[None] | None:
         if self.request.path.startswith(self.url("api/")) and self.current_user is None:
             self._error(401, "not logged in: send Authorization: Bearer <course token> "
                              "(or token <hub API token>)")
@@ -147,11 +166,12 @@ class _Json(_Base):
 # -- views of the queue ------------------------------------------------------------------------
 
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
-                    now: datetime) -> dict:
+                    now: datetime) -> dict[str, Any]:
     """What a student may see of one submission now (the policy's feedback level decides)."""
-    view = {"id": row.id, "assignment": row.assignment, "notebook": row.notebook,
-            "student": row.student, "received_at": as_utc(row.received_at), "late": row.late,
-            "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
+    view: dict[str, Any] = {
+        "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
+        "student": row.student, "received_at": as_utc(row.received_at), "late": row.late,
+        "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
     if row.state == "queued":
         view["position"] = store.position(row.id)
     if row.state == "failed":
@@ -168,7 +188,7 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
 
 
 def assignment_views(settings: ServiceSettings, store: Store, student: str | None,
-                     now: datetime) -> list[dict]:
+                     now: datetime) -> list[dict[str, Any]]:
     views = []
     for name, notebooks in sorted(settings.assignments().items()):
         policy = settings.policy(name)
@@ -181,11 +201,11 @@ def assignment_views(settings: ServiceSettings, store: Store, student: str | Non
     return views
 
 
-def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False) -> dict:
+def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False) -> dict[str, Any]:
     """Queue length, running jobs, per assignment: submissions, students, each student's latest
     score (and, with ``figure``, their distribution as the report draws it, a base64 PNG)."""
     counts = store.counts()
-    per_assignment: dict[str, dict] = {}
+    per_assignment: dict[str, dict[str, Any]] = {}
     top: dict[str, float] = {}
     for row in store.history():  # newest first: the first score seen is a student's latest
         entry = per_assignment.setdefault(row.assignment, {"submissions": 0, "students": set(),
@@ -197,11 +217,12 @@ def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False)
             top[row.assignment] = max(top.get(row.assignment, 0.0), row.max_score or 0.0)
     for entry in per_assignment.values():
         entry["scores"] = list(entry.pop("latest").values())
-    view = {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
-            "failed": counts["failed"],
-            "assignments": {name: {"submissions": e["submissions"], "students": len(e["students"]),
-                                   "scores": sorted(e["scores"])}
-                            for name, e in sorted(per_assignment.items())}}
+    view: dict[str, Any] = {
+        "queued": counts["queued"], "running": counts["running"], "done": counts["done"],
+        "failed": counts["failed"],
+        "assignments": {name: {"submissions": e["submissions"], "students": len(e["students"]),
+                               "scores": sorted(e["scores"])}
+                        for name, e in sorted(per_assignment.items())}}
     if figure:
         view["figure"] = score_distribution(
             {name: e["scores"] for name, e in sorted(per_assignment.items())}, top)
@@ -213,7 +234,7 @@ def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False)
 class ApiAssignments(_Json):
     @_logged_in
     def get(self) -> None:
-        me = self.identity()
+        me = self.me()
         self.write_json({"assignments": assignment_views(self.service, self.store, me.name,
                                                          self.now())})
 
@@ -230,7 +251,7 @@ class ApiPolicy(_Json):
 class ApiSubmissions(_Json):
     @_logged_in
     def get(self) -> None:
-        me = self.identity()
+        me = self.me()
         student = self.get_argument("student", None) if me.instructor else me.name
         rows = self.store.history(student, self.get_argument("assignment", None), limit=500)
         now = self.now()
@@ -239,7 +260,7 @@ class ApiSubmissions(_Json):
 
     @_logged_in
     def post(self) -> None:
-        me = self.identity()
+        me = self.me()
         filename = self.get_argument("filename", None)
         content = self.request.body
         if self.request.files.get("notebook"):
@@ -276,7 +297,7 @@ class ApiSubmission(_Json):
 class ApiQueue(_Json):
     @_logged_in
     def get(self) -> None:
-        if not self.identity().instructor:
+        if not self.me().instructor:
             return self._error(403, "the queue is for the course staff")
         self.write_json(queue_view(self.service, self.store))
 
@@ -284,7 +305,7 @@ class ApiQueue(_Json):
 def _own(handler: _Base, job_id: int) -> SubmissionRow | None:
     """The submission if the user may see it (their own, or any for instructors)."""
     row = handler.store.get(job_id)
-    me = handler.identity()
+    me = handler.me()
     if row is None or (row.student != me.name and not me.instructor):
         return None
     return row
@@ -298,7 +319,7 @@ class IndexPage(_Base):
         self._show()
 
     def _show(self, status: int = 200, error: str | None = None) -> None:
-        me = self.identity()
+        me = self.me()
         now = self.now()
         rows = self.store.history(me.name, limit=200)
         self.page("index.html", status, error=error,
@@ -308,7 +329,7 @@ class IndexPage(_Base):
 
     @_logged_in
     def post(self) -> None:  # the upload form
-        me = self.identity()
+        me = self.me()
         uploads = self.request.files.get("notebook") or []
         if not uploads:
             return self._show(400, "choose a notebook file to upload")
@@ -335,7 +356,7 @@ class SubmissionPage(_Base):
 class InstructorPage(_Base):
     @_logged_in
     def get(self) -> None:
-        if not self.identity().instructor:
+        if not self.me().instructor:
             return self.page("missing.html", 403, what="the instructor view")
         self.page("instructor.html", queue=queue_view(self.service, self.store, figure=True))
 
@@ -343,7 +364,7 @@ class InstructorPage(_Base):
 class ScoresCsv(_Base):
     @_logged_in
     def get(self) -> None:
-        if not self.identity().instructor:
+        if not self.me().instructor:
             raise web.HTTPError(403)
         out = io.StringIO()
         writer = csv.writer(out)

@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         _die_with_parent()
     stop = threading.Event()
 
-    def stopped(*_) -> None:
+    def stopped(*_: object) -> None:
         if not stop.is_set():
             stop.set()
             raise WorkerStopped  # now, not after the running notebooks: they are given back
@@ -234,7 +234,7 @@ class WorkerStopped(BaseException):
 
 
 @contextlib.contextmanager
-def workspace_lock(state: Path, *, wait_s: float = 60.0):
+def workspace_lock(state: Path, *, wait_s: float = 60.0) -> Iterator[None]:
     """One worker per state folder: a second one waits (an orphan still shutting down), then
     refuses with the reason."""
     Path(state).mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ import tempfile
 import time
 from enum import StrEnum
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
 
 from autograder.grading.execute.confine import confine
 from autograder.grading.execute.limits import ExecutionLimits
@@ -38,6 +39,9 @@ from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as
 from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
 from autograder.sandbox import channel as remote
 from autograder.sandbox.inside import shell as cells
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 SKIP_TAG = cells.SKIP_TAG
 
@@ -83,7 +87,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     remote.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
     sandbox.before_request = lambda: _sync_names(sandbox, names)
-    count = 0
+    count: int | None = 0
     for index, source, tags, kind in job.cells:
         if not source.strip() or SKIP_TAG in tags:
             continue
@@ -125,7 +129,7 @@ def _plain(value: object, depth: int = 0) -> bool:
         return True
     if type(value).__module__.split(".")[0] in ("torch", "numpy"):
         return type(value).__name__ in ("Tensor", "Parameter", "ndarray")
-    if type(value) in (tuple, list) and depth < 4 and len(value) <= 1000:
+    if (type(value) is tuple or type(value) is list) and depth < 4 and len(value) <= 1000:
         return all(_plain(v, depth + 1) for v in value)
     if type(value) is dict and depth < 4 and len(value) <= 1000:
         return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
@@ -175,7 +179,7 @@ class _Names:
     not a name the cell binds before reading it (its own ``… as _hidden``), not a module, function,
     class or object of the checker, not a name starting with ``_``."""
 
-    def __init__(self, namespace: dict) -> None:
+    def __init__(self, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
         self.fetched: dict[str, object] = {}
         self.trusted: set[str] = set(namespace)
@@ -256,8 +260,9 @@ def _bound_by(statement: ast.stmt) -> set[str]:
     return names
 
 
-def _run_grade_cell(checker_shell, recorder: cells.Recorder, sandbox: remote.SandboxChannel,
-                    names: _Names, source: str, timeout: float | None) -> None:
+def _run_grade_cell(checker_shell: InteractiveShell, recorder: cells.Recorder,
+                    sandbox: remote.SandboxChannel, names: _Names, source: str,
+                    timeout: float | None) -> None:
     sandbox.deadline = None if not timeout else time.monotonic() + timeout
     cells.CellClock.start(timeout + remote.GRACE_S + 1 if timeout else None)
     try:
@@ -305,7 +310,8 @@ def _sync_names(sandbox: remote.SandboxChannel, names: _Names) -> None:
                   file=sys.stderr)
 
 
-def _run_quietly(checker_shell, recorder: cells.Recorder, source: str, timeout: float | None) -> None:
+def _run_quietly(checker_shell: InteractiveShell, recorder: cells.Recorder, source: str,
+                 timeout: float | None) -> None:
     """Run instructor code in the checker too; the cell's outputs are the sandbox's, not these."""
     if not source:
         return
@@ -327,11 +333,12 @@ def _imports_only(source: str) -> str:
         tree = ast.parse(source)
     except SyntaxError:
         return ""
-    kept = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    kept: list[ast.stmt] = [node for node in tree.body
+                            if isinstance(node, ast.Import | ast.ImportFrom)]
     return ast.unparse(ast.Module(body=kept, type_ignores=[])) if kept else ""
 
 
-def _merge(recorder: cells.Recorder, outputs: list[dict]) -> None:
+def _merge(recorder: cells.Recorder, outputs: list[dict[str, Any]]) -> None:
     """What the student's code printed while a grade cell called it goes into that cell's outputs,
     as text only: its displays, results and errors never count as the grade cell's own."""
     for output in outputs:

@@ -27,6 +27,7 @@ import ctypes
 import os
 import stat
 import sys
+from collections.abc import Iterable
 
 import autograder
 from autograder.sandbox.host import python_dirs
@@ -94,7 +95,7 @@ def code_folders() -> list[str]:
     return sorted({*python_dirs(), package, os.path.dirname(os.path.realpath(sys.executable))})
 
 
-def _unique(paths) -> list[str]:
+def _unique(paths: Iterable[str]) -> list[str]:
     return sorted({os.path.realpath(p) for p in paths if p and os.path.realpath(p) != "/"})
 
 
@@ -104,7 +105,7 @@ def _outermost(paths: list[str]) -> list[str]:
     return [p for p in paths if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in paths)]
 
 
-def _read_only_except(libc, writable: list[str]) -> bool:
+def _read_only_except(libc: ctypes.CDLL, writable: list[str]) -> bool:
     """Every mount read-only (``mount_setattr``, recursive), then ``writable`` writable again."""
     syscall = libc.syscall
     attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)

@@ -13,6 +13,8 @@ cell made. Two rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 CELL_BYTES = 1 * 2**20  # output text of one cell
 CELL_LINES = 10_000
 NOTEBOOK_BYTES = 8 * 2**20  # output text of one notebook
@@ -53,7 +55,7 @@ def _parents(path: str) -> list[str]:
     return ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
 
 
-def as_text(output: dict) -> dict:
+def as_text(output: dict[str, Any]) -> dict[str, Any]:
     """A student-side output produced during a grade cell, as a plain stdout stream."""
     kind = output.get("output_type")
     if kind == "stream":
@@ -62,13 +64,14 @@ def as_text(output: dict) -> dict:
     if kind == "error":
         text = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
     else:
-        data = output.get("data") if isinstance(output.get("data"), dict) else {}
+        found = output.get("data")
+        data: dict[str, Any] = found if isinstance(found, dict) else {}
         text = str(data.get("text/plain", f"<{kind} output of the submission>"))
     return {"output_type": "stream", "name": "stdout",
             "text": f"[the submission's code showed] {text[:SHOWN_AS_TEXT]}\n"}
 
 
-def _size(output: dict) -> tuple[int, int]:
+def _size(output: dict[str, Any]) -> tuple[int, int]:
     """(bytes, lines) an output holds."""
     parts: list[str] = []
     if output.get("output_type") == "stream":
@@ -88,8 +91,8 @@ class OutputBudget:
     def __init__(self, notebook_bytes: int = NOTEBOOK_BYTES) -> None:
         self.left = notebook_bytes
 
-    def bound(self, outputs: list[dict]) -> list[dict]:
-        kept: list[dict] = []
+    def bound(self, outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kept: list[dict[str, Any]] = []
         cell_bytes = cell_lines = dropped_bytes = dropped_outputs = 0
         for output in outputs:
             size, lines = _size(output)

@@ -129,7 +129,7 @@ class sandboxes:
             box.start()
         return self.pool
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for box in self.pool:
             box.close()
 

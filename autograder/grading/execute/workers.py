@@ -18,25 +18,27 @@ import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing import spawn
 from multiprocessing.connection import Connection, wait
 from typing import Any
 from unittest import mock
 
-from autograder.grading.execute.checker import Event, ExecutionJob, run_notebook
+from autograder.grading.execute.checker import Event, run_notebook
 from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
-from autograder.grading.model import NotebookOutcome
+from autograder.grading.model import ExecutionJob, NotebookOutcome
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
 KILL_GRACE_S = 5.0  # after the per-cell limit, how long the in-child alarm gets before a SIGKILL
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> multiprocessing.context.ForkServerContext:
     ctx = multiprocessing.get_context("forkserver")
     # torch.cuda.is_available() in the template must not create a CUDA context (fork safety)
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
@@ -44,12 +46,13 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def _without_main(get_preparation_data):
+def _without_main(get_preparation_data: Callable[[str], dict[str, Any]]
+                  ) -> Callable[[str], dict[str, Any]]:
     """multiprocessing re-imports the parent's ``__main__`` in every forkserver child (pytest, a user
     script, ...): wasted time per notebook, and harmful for unguarded scripts. The child only needs
     ``autograder.grading.execute.checker``, so drop that step from the preparation data."""
 
-    def prepare(name):
+    def prepare(name: str) -> dict[str, Any]:
         data = get_preparation_data(name)
         data.pop("init_main_from_path", None)
         data.pop("init_main_from_name", None)
@@ -79,7 +82,7 @@ def probe_template() -> TemplateProbe:
     process = ctx.Process(target=_report_probe, args=(child_end,), daemon=True)
     _start(process)
     child_end.close()
-    probe = parent_end.recv()
+    probe: TemplateProbe = parent_end.recv()
     process.join()
     return probe
 
@@ -112,10 +115,11 @@ class RunningNotebook:
     job: ExecutionJob
     limits: ExecutionLimits
     workdir: str
-    sockets: tuple[Any, Any] | None = None  # the checker's ends of the sandbox's data and kill sockets
+    # the checker's ends of the sandbox's data and kill sockets
+    sockets: tuple[socket.socket, socket.socket] | None = None
     process: multiprocessing.process.BaseProcess | None = None
     conn: Connection | None = None
-    outputs: dict[int, tuple[list[dict], int | None]] = field(default_factory=dict)
+    outputs: dict[int, tuple[list[dict[str, Any]], int | None]] = field(default_factory=dict)
     running_cell: int | None = None
     cell_started: float = 0.0
     started: float = 0.0
@@ -130,6 +134,8 @@ class RunningNotebook:
     def start(self) -> None:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=False)
+        if self.sockets is None:
+            raise RuntimeError("the sandbox's sockets are not set (start_job first)")
         data, kill = self.sockets
         # the checker's temporary folder is this process's: removed in close(), whatever the checker did
         self.scratch = tempfile.mkdtemp(prefix="autograder-checker-")
@@ -143,8 +149,24 @@ class RunningNotebook:
         kill.close()
         self.conn = parent_end
 
-    def waitables(self) -> list:
-        return [self.conn, self.process.sentinel] if not self.finished else []
+    def waitables(self) -> list[Connection | int]:
+        return [self._pipe(), self._child().sentinel] if not self.finished else []
+
+    def _child(self) -> multiprocessing.process.BaseProcess:
+        if self.process is None:
+            raise RuntimeError("the notebook's checker was never started")
+        return self.process
+
+    def _pipe(self) -> Connection:
+        if self.conn is None:
+            raise RuntimeError("the notebook's checker was never started")
+        return self.conn
+
+    def _pid(self) -> int:
+        pid = self._child().pid
+        if pid is None:
+            raise RuntimeError("the notebook's checker was never started")
+        return pid
 
     @property
     def never_started(self) -> bool:
@@ -157,9 +179,9 @@ class RunningNotebook:
     def _drain(self) -> None:
         while not self.done:
             try:
-                if not self.conn.poll():
+                if not self._pipe().poll():
                     return
-                message = self.conn.recv()
+                message = self._pipe().recv()
             except (EOFError, OSError):  # the child is gone and its pipe is empty
                 return
             kind = message[0]
@@ -183,14 +205,15 @@ class RunningNotebook:
         if self.never_started:
             return
         self._drain()
+        process = self._child()
         if self.done:
-            self.process.join(timeout=5)
+            process.join(timeout=5)
             return
-        if self.process.exitcode is not None:
+        if process.exitcode is not None:
             self._drain()  # what it wrote just before exiting
             self.exited = True
             if not self.done and self.reason is None:
-                self.reason = _death_reason(self.process.exitcode, self.running_cell)
+                self.reason = _death_reason(process.exitcode, self.running_cell)
             return
         self._enforce_limits()
 
@@ -210,7 +233,7 @@ class RunningNotebook:
                 return
         limit = self.limits.checker_rss_bytes
         if limit is not None:
-            rss = resident_bytes(self.process.pid)
+            rss = resident_bytes(self._pid())
             if rss is not None and rss > limit:
                 self._kill("MemoryLimitExceeded",
                            f"memory use {rss / 2**30:.2f} GiB passed the limit of "
@@ -219,10 +242,10 @@ class RunningNotebook:
     def _kill(self, ename: str, reason: str) -> None:
         self.failed_ename, self.reason = ename, reason
         try:
-            os.kill(self.process.pid, signal.SIGKILL)
+            os.kill(self._pid(), signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.process.join(timeout=5)
+        self._child().join(timeout=5)
         self.exited = True
 
     def outcome(self, seconds: float) -> NotebookOutcome:
@@ -259,10 +282,12 @@ def _death_reason(exitcode: int, running_cell: int | None) -> str:
     return f"the grading process {what} {where}"
 
 
-def wait_any(running: list[RunningNotebook], timeout: float, extra: list | None = None) -> None:
+def wait_any(running: list[RunningNotebook], timeout: float,
+             extra: list[socket.socket] | None = None) -> None:
     """Block until one of ``running`` has a message or exits (or one of ``extra`` is readable), or
     ``timeout`` seconds pass."""
-    objects = [w for r in running for w in r.waitables()] + list(extra or [])
+    objects: list[Connection | socket.socket | int] = [w for r in running for w in r.waitables()]
+    objects += list(extra or [])
     if objects:
         wait(objects, timeout=timeout)
     else:

@@ -74,17 +74,22 @@ import os
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from autograder.errors import SlurmError
-from autograder.grading.options import SlurmOptions, load_slurm_options  # noqa: F401 - re-exported
+from autograder.grading.options import SlurmOptions as SlurmOptions  # re-exported
+from autograder.grading.options import load_slurm_options as load_slurm_options  # re-exported
 from autograder.grading.progress import ProgressBar
+
+if TYPE_CHECKING:
+    import submitit
 
 T = TypeVar("T")
 
@@ -221,8 +226,7 @@ def run_chunks(
     keys = [key(item) for item in items]
     by_key = dict(zip(keys, items, strict=True))
     if len(by_key) != len(keys):
-        seen: set[str] = set()
-        twice = sorted({k for k in keys if k in seen or seen.add(k)})
+        twice = sorted(k for k, count in Counter(keys).items() if count > 1)
         raise ValueError(f"item keys must be unique; repeated: {twice[:5]}")
     paths = {k: result_path(results_dir, k) for k in keys}
     names = {p.name: k for k, p in paths.items()}
@@ -252,8 +256,8 @@ def run_chunks(
         chunks += _submit(executor, task, folder, by_key, cut, attempt=1)
         failed: dict[str, str] = {}
         own_bar = not isinstance(progress, ProgressBar)
-        bar = ProgressBar(bool(progress), label="slurm", total=len(keys), done=len(handed)) \
-            if own_bar else progress
+        bar = progress if isinstance(progress, ProgressBar) \
+            else ProgressBar(bool(progress), label="slurm", total=len(keys), done=len(handed))
         with bar if own_bar else contextlib.nullcontext(bar):
             while True:
                 active = [c for c in chunks if c.status in ("pending", "running")]
@@ -346,7 +350,7 @@ def _last_exception_line(message: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _submit(executor, task: _ChunkTask, folder: Path, by_key: dict[str, Any],
+def _submit(executor: submitit.AutoExecutor, task: _ChunkTask, folder: Path, by_key: dict[str, Any],
             cuts: list[tuple[str, ...]], *, attempt: int) -> list[_Chunk]:
     """Submit ``cuts`` (lists of keys) as one job array; record each chunk in the manifest."""
     if not cuts:
@@ -383,7 +387,8 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
         state = states.get(entry["job_id"], "")
         keys = tuple(k for k in entry["keys"] if k in pending and k not in claimed)
         if keys and (state in WAITING or state in RUNNING):
-            job = SlurmJob(folder=folder / SUBMITIT_DIR / "%j", job_id=entry["job_id"])
+            job: SlurmJob[int] = SlurmJob(folder=folder / SUBMITIT_DIR / "%j",
+                                          job_id=entry["job_id"])
             adopted.append(_Chunk(job=job, keys=keys, attempt=1, state=state,  # retries: per call
                                   status="pending" if state in WAITING else "running"))
             claimed.update(keys)
@@ -465,7 +470,7 @@ def doctor_slurm(options: SlurmOptions, *, folder: Path | str | None = None,
         rows.append(("sinfo", False, "sinfo is not installed or the controller does not answer "
                      "(SLURM_CONF, munge?)"))
         return rows
-    found = {}
+    found: dict[str, dict[str, Any]] = {}
     for line in partitions.splitlines():
         name, avail, nodes, gres = (line.split("|") + ["", "", ""])[:4]
         entry = found.setdefault(name.rstrip("*"), {"default": name.endswith("*"), "avail": avail,

@@ -82,7 +82,7 @@ class SlurmExecutor:
         return DeviceProbe(cuda_available=self.slurm.gpus_per_task > 0,
                            torch_version="of the Slurm nodes", cuda_version=None)
 
-    def execute(self, work: Iterator[Submission], outcomes: Outcomes, *, device_used: str,
+    def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
                 progress: ProgressBar, timings: dict[str, float]) -> None:
         _drop_recorded_results(self.course, self.folder)
         code = _code_digest()
@@ -90,6 +90,8 @@ class SlurmExecutor:
         prepared: dict[str, Submission] = {}
         items: list[SubmissionWork] = []
         for submission in work:
+            if submission is None:  # only a streaming executor is handed a stream
+                raise GradingError("the Slurm executor grades batches, not a stream")
             try:
                 files = tuple(companion_files(submission.stage))
             except GradingError as error:
@@ -97,7 +99,7 @@ class SlurmExecutor:
                 continue
             item = SubmissionWork(
                 key="", student=submission.student, assignment=submission.assignment,
-                notebooks=tuple(NotebookWork(nb_run.name, nb_run.job)
+                notebooks=tuple(NotebookWork(nb_run.name, nb_run.require_job())
                                 for nb_run in submission.notebooks),
                 files=files, device=device_used, memory_limit_gb=self.options.memory_limit_gb,
                 sandboxed=self.options.sandbox, workers=self.options.workers, environ=environ)

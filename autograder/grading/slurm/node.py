@@ -17,6 +17,7 @@ process, the only gradebook writer.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -26,9 +27,10 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from autograder.errors import GradingError
 from autograder.grading.execute import workers
@@ -37,6 +39,11 @@ from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_fo
 from autograder.grading.model import ExecutionJob
 from autograder.grading.slurm.chunks import write_result
 from autograder.sandbox.host import SandboxProcess
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    _Handler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 SETTLE_S = 1.0  # a run that ended abnormally is written this much later (see grade_chunk)
 
@@ -106,10 +113,10 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 "started": started, "ready": time.time()}
         queue: deque[tuple[SubmissionWork, NotebookWork, str]] = deque()
         for number, work in enumerate(chunk):
-            workdir = Path(scratch) / str(number)
-            _write_files(workdir, work.files)
-            queue.extend((work, notebook, str(workdir)) for notebook in work.notebooks)
-        ran: dict[str, dict[str, dict]] = {work.key: {} for work in chunk}
+            folder = Path(scratch) / str(number)
+            _write_files(folder, work.files)
+            queue.extend((work, notebook, str(folder)) for notebook in work.notebooks)
+        ran: dict[str, dict[str, dict[str, Any]]] = {work.key: {} for work in chunk}
         due: dict[str, float] = {}  # complete submissions -> when their result may be written
         runner = NotebookRunner(pool, limits=limits)
         try:
@@ -121,7 +128,7 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 while queue and free:
                     work, notebook, workdir = queue.popleft()
                     runner.start(free.pop(), (work, notebook.name), job=notebook.job,
-                                 workdir=workdir, files=lambda files=work.files: list(files))
+                                 workdir=workdir, files=functools.partial(list, work.files))
                 runner.wait(timeout=0.2)
                 for (work, name), outcome in runner.finished():
                     ran[work.key][name] = outcome.to_json()
@@ -176,7 +183,7 @@ class _Stopping:
 
     def __init__(self) -> None:
         self.signal: str | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _Handler] = {}
 
     def __enter__(self) -> _Stopping:
         if threading.current_thread() is threading.main_thread():
@@ -184,12 +191,12 @@ class _Stopping:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def _handle(self, signum: int, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.signal = signal.Signals(signum).name
         previous = self._previous.get(signum)
         if callable(previous):
             previous(signum, frame)
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)

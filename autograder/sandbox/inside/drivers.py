@@ -97,7 +97,8 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
             calls.append(bool(kwargs.get("set_to_none", args[0] if args else True)))
             return _original(*args, **kwargs)
 
-        owner.zero_grad = zero_grad
+        # this instance only (setattr: mypy refuses assigning to a method)
+        setattr(owner, "zero_grad", zero_grad)  # noqa: B010
     if scaler is not None:
         original_update = scaler.update
 
@@ -105,7 +106,7 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
             updates[0] += 1
             return original_update(*args, **kwargs)
 
-        scaler.update = update
+        setattr(scaler, "update", update)  # noqa: B010 - as zero_grad above
     steps = []
     for inputs, targets in batches:
         before = len(calls)

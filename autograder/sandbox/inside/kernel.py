@@ -34,17 +34,21 @@ import stat
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, KERNEL_DIR)
 
-import drivers  # noqa: E402  - loaded from this read-only folder, never from a job's folder
-import isolation  # noqa: E402
-import protocol  # noqa: E402
-import shell  # noqa: E402
-import wire  # noqa: E402
-from protocol import Kind, Op  # noqa: E402
+if TYPE_CHECKING:  # the same files, under the names mypy checks them by (this package's)
+    from . import drivers, isolation, protocol, shell, wire
+    from .protocol import Kind, Op
+else:
+    import drivers  # noqa: E402  - loaded from this read-only folder, never from a job's folder
+    import isolation  # noqa: E402
+    import protocol  # noqa: E402
+    import shell  # noqa: E402
+    import wire  # noqa: E402
+    from protocol import Kind, Op  # noqa: E402
 
 WORK = "/sandbox-work"  # the sandbox's private writable folder (a tmpfs); see main() without one
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
@@ -113,7 +117,7 @@ def _run_job(job: dict, files: dict, blobs: list[bytes], data: socket.socket,
         finally:
             os._exit(70)
     started = time.monotonic()
-    status = {"how": protocol.ExitHow.EXITED, "code": None}
+    status: dict[str, Any] = {"how": protocol.ExitHow.EXITED, "code": None}
     rss_limit = job.get("student_rss_bytes")
     # second line behind the pids cgroup (a grader without one, as root, where RLIMIT_NPROC does
     # not bind): the template counts the tasks in the sandbox and stops the notebook past the limit
@@ -497,7 +501,8 @@ class Kernel:
     def _new_files(self) -> dict:
         """The regular files the notebook created or changed in its folder since the last call
         (relative path -> bytes), within protocol's bounds; links and the rest are never sent."""
-        found, left_out = {}, []
+        found: dict[str, bytes] = {}
+        left_out: list[str] = []
         for relative, stamp in _file_stamps(self.workdir).items():
             if self.files_seen.get(relative) == stamp:
                 continue

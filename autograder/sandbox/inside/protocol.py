@@ -14,7 +14,7 @@ that changed on the sender's side since the last message, so in-place updates tr
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 
 class Kind(StrEnum):
@@ -83,18 +83,20 @@ class Sync(TypedDict):
 
 
 class Request(TypedDict, total=False):
-    kind: Literal["request"]
+    kind: Literal[Kind.REQUEST]
     id: int
     op: str  # an ``Op``
     timeout: float | None  # seconds the sandbox has for it (its per-cell clock)
     sync: Sync
     # operation fields: target (handle id), name, source, names (raw); args, kwargs, key, value, item
     # (wire trees); ids, mirrors (RELEASE)
+    ids: list[int]
+    mirrors: list[int]
 
 
 class Reply(TypedDict, total=False):
-    kind: Literal["reply"]
-    id: int
+    kind: Literal[Kind.REPLY]
+    id: int | None  # the request's, echoed back (None: a request that had none)
     value: Any  # a wire tree
     error: dict  # ``wire.exception_record``: type, mro, message, traceback
     outputs: list[dict]  # what the student's code printed or displayed while answering
@@ -102,7 +104,7 @@ class Reply(TypedDict, total=False):
 
 
 class Exited(TypedDict):
-    kind: Literal["exited"]
+    kind: Literal[Kind.EXITED]
     status: dict  # how (an ``ExitHow``), code / signal / rss / limit / count, seconds
 
 
@@ -114,7 +116,8 @@ class Job(TypedDict):
     threads: int  # torch threads
     student_rss_bytes: int | None  # the template's watchdog on the notebook's resident memory
     rlimits: dict[str, int | None]  # RLIMIT_<NAME> of the notebook's process: as, fsize, nproc, cpu, core
-    tmpfs: dict[str, int]  # the notebook's fresh folders and their sizes (``NOTEBOOK_TMPFS_BYTES``)
+    # the notebook's fresh folders and their sizes (absent or empty: ``NOTEBOOK_TMPFS_BYTES``)
+    tmpfs: NotRequired[dict[str, int]]
 
 
 def empty_sync() -> Sync:
@@ -175,7 +178,7 @@ def sequence_only(obj: Any, attributes: tuple[str, ...] = ()) -> Offer:
 # What a mirrored tensor is at one moment, compared by content (not by torch's version counter,
 # which ``p.data.add_``, ``.data`` assignments and some fused kernels leave unchanged): its layout and
 # identity, and a copy of its storage bytes (and its gradient's), on the tensor's own device.
-Snapshot = tuple
+Snapshot: TypeAlias = tuple[Any, ...]
 
 
 def _raw_bytes(t: Any) -> Any:

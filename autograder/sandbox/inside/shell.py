@@ -122,7 +122,7 @@ class FdCapture:
     (ipykernel does the same), read back after each cell."""
 
     def __init__(self, workdir: str) -> None:
-        self._files = {}
+        self._files: dict[str, list[Any]] = {}  # name -> [its file, the bytes read back so far]
         for fd, name in ((1, "stdout"), (2, "stderr")):
             path = os.path.join(workdir, f".autograder-fd{fd}-{os.getpid()}")
             handle = open(path, "w+b")  # noqa: SIM115 - lives as long as the child
@@ -132,7 +132,7 @@ class FdCapture:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         try:
-            self._libc = ctypes.CDLL(None)
+            self._libc: ctypes.CDLL | None = ctypes.CDLL(None)
         except OSError:  # pragma: no cover - non-glibc platforms
             self._libc = None
 

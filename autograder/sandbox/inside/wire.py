@@ -26,7 +26,7 @@ import pathlib
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 HEADER, BLOB = b"H", b"B"
@@ -53,7 +53,7 @@ class NotPlainData(WireError):
 # --------------------------------------------------------------------------- framing
 
 
-def send(sock: socket.socket, header: dict, blobs: list[bytes] = ()) -> None:
+def send(sock: socket.socket, header: Mapping[str, Any], blobs: Sequence[bytes] = ()) -> None:
     """Send one message: the JSON header, then each blob cut into packets."""
     head = dict(header)
     head["blobs"] = [len(b) for b in blobs]
@@ -213,7 +213,7 @@ class Encoder:
                 return value
             return {"$": "path", "v": value, "str": True, "file": self.blob(content)}
         if kind in (pathlib.PosixPath, pathlib.PurePosixPath):
-            record = {"$": "path", "v": str(value)}
+            record: dict[str, Any] = {"$": "path", "v": str(value)}
             content = self.attach_file(str(value)) if self.attach_file else None
             if content is not None:
                 record["file"] = self.blob(content)
