@@ -89,3 +89,41 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyclic_pkg", cache_dir=None)
     assert _cycles(graph, set(graph.modules)) == [["cyclic_pkg.a", "cyclic_pkg.b"]]
+
+
+def module_renames(package_root: Path) -> list[str]:
+    """``import autograder.x.y as z`` or ``from autograder.x import y as z`` where ``y`` is a module of
+    the package and ``z`` is not ``y``: a reader searching for ``z.`` finds no ``z.py``."""
+    import ast
+
+    found = []
+    for path in sorted(package_root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                pairs = [(a.name, a.asname) for a in node.names if a.name.startswith("autograder.")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder"):
+                pairs = [(f"{node.module}.{a.name}", a.asname) for a in node.names]
+            else:
+                continue
+            for dotted, alias in pairs:
+                parts = dotted.split(".")
+                target = package_root.parent.joinpath(*parts)
+                is_module = target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
+                if alias and is_module and alias != parts[-1]:
+                    found.append(f"{path.relative_to(package_root.parent)}:{node.lineno} "
+                                 f"{dotted} as {alias}")
+    return found
+
+
+def test_no_import_renames_a_module_of_the_package():
+    assert module_renames(ROOT / "autograder") == []
+
+
+def test_a_renamed_module_is_found(tmp_path):
+    package = tmp_path / "autograder"
+    (package / "sandbox").mkdir(parents=True)
+    for name in ("__init__.py", "sandbox/__init__.py", "sandbox/channel.py"):
+        (package / name).write_text("")
+    (package / "checker.py").write_text("from autograder.sandbox import channel as remote\n"
+                                        "from autograder.sandbox import channel\n")
+    assert module_renames(package) == ["autograder/checker.py:1 autograder.sandbox.channel as remote"]

@@ -16,9 +16,9 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.execute.checker import GRADE, STUDENT, ExecutionJob
 from autograder.grading.execute.limits import ExecutionLimits, job_message
 from autograder.grading.execute.workers import RunningNotebook, wait_any
+from autograder.grading.model import GRADE, STUDENT, ExecutionJob
 from autograder.grading.record import read_run_record
 from autograder.sandbox.host import SandboxProcess
 

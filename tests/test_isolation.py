@@ -332,10 +332,10 @@ def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
     import json
     import socket as sockets
 
-    from autograder.grading.execute.checker import GRADE, ExecutionJob
     from autograder.grading.execute.confine import CHECKER_UID
     from autograder.grading.execute.limits import ExecutionLimits, job_message
     from autograder.grading.execute.workers import RunningNotebook, wait_any
+    from autograder.grading.model import GRADE, ExecutionJob
 
     course = tmp_path / "course"
     (course / "autograded" / "ann").mkdir(parents=True)

@@ -206,10 +206,6 @@ class Remote:
             pass
 
 
-def remote_qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 class SandboxChannel:
     """The checker's connection to one sandboxed student process."""
 
@@ -594,10 +590,10 @@ def _exit_reason(status: Any) -> str:
         return (f"{status.get('count')} processes and threads passed the limit of "
                 f"{status.get('limit')}; the submission's process was stopped")
     if how == ExitHow.SIGNAL:
-        import signal as signals
+        import signal
 
         try:
-            name = signals.Signals(int(status.get("signal", 0))).name
+            name = signal.Signals(int(status.get("signal", 0))).name
         except ValueError:
             name = f"signal {status.get('signal')}"
         extra = " (often the system running out of memory)" if name == "SIGKILL" else ""

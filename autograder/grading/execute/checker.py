@@ -36,15 +36,12 @@ from typing import TYPE_CHECKING, Any
 from autograder.grading.execute.confine import confine
 from autograder.grading.execute.limits import ExecutionLimits
 from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
-from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob  # noqa: F401
-from autograder.sandbox import channel as remote
-from autograder.sandbox.inside import shell as cells
+from autograder.grading.model import GRADE, TRUSTED, ExecutionJob
+from autograder.sandbox import channel
+from autograder.sandbox.inside import shell
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
-
-SKIP_TAG = cells.SKIP_TAG
-
 
 class Event(StrEnum):
     """What the checker tells the parent (``(event, *fields)`` over a pipe)."""
@@ -71,25 +68,25 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
             os._exit(0)
     os.environ.update(HOME=scratch, IPYTHONDIR=os.path.join(scratch, ".ipython"),
                       MPLCONFIGDIR=os.path.join(scratch, "matplotlib"))
-    recorder = cells.Recorder()
-    sys.stdout = cells.CellStream(recorder, "stdout")
-    sys.stderr = cells.CellStream(recorder, "stderr")
-    checker_shell = cells.make_shell(recorder)
-    cells.CellClock()
+    recorder = shell.Recorder()
+    sys.stdout = shell.CellStream(recorder, "stdout")
+    sys.stderr = shell.CellStream(recorder, "stderr")
+    checker_shell = shell.make_shell(recorder)
+    shell.CellClock()
     # the checker's temporary files live in the parent's fresh folder: a path into it that a grade
     # cell passes to the student's code travels with the file's bytes (the sandbox has its own /tmp)
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
-    sandbox = remote.SandboxChannel(data, kill, memmap_dir=scratch)
+    sandbox = channel.SandboxChannel(data, kill, memmap_dir=scratch)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
     budget = OutputBudget()
     kept = _KeptFiles(workdir)
-    remote.mirror_seeding(sandbox)
+    channel.mirror_seeding(sandbox)
     names = _Names(checker_shell.user_ns)
     sandbox.before_request = lambda: _sync_names(sandbox, names)
     count: int | None = 0
     for index, source, tags, kind in job.cells:
-        if not source.strip() or SKIP_TAG in tags:
+        if not source.strip() or shell.SKIP_TAG in tags:
             continue
         conn.send((Event.START, index))
         recorder.clear()
@@ -104,7 +101,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
                     _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
                     names.mark_trusted()
                     names.mark_own()
-        except remote.SandboxDied as died:
+        except channel.SandboxDied as died:
             conn.send((Event.DIED, index, died.ename, died.reason))
             break
         conn.send((Event.CELL, index, budget.bound(outputs), count))
@@ -149,7 +146,7 @@ class _KeptFiles:
                        for root, _, names in os.walk(self.workdir) for name in names}
         self.budget = KeptFilesBudget()  # per notebook, across its cells
 
-    def take(self, sandbox: remote.SandboxChannel, conn: Connection) -> None:
+    def take(self, sandbox: channel.SandboxChannel, conn: Connection) -> None:
         files, _ = sandbox.new_files()
         for relative, data in files.items():
             path = os.path.normpath(relative)
@@ -199,7 +196,7 @@ class _Names:
             self.gone.add(name)  # still the student's name: binding it again goes back there
         bound = {name: value for name, value in self.namespace.items()
                  if ((name in self.fetched and self.fetched[name] is not value) or name in self.gone)
-                 and not name.startswith("_") and (_plain(value) or type(value) is remote.Remote)}
+                 and not name.startswith("_") and (_plain(value) or type(value) is channel.Remote)}
         self.gone -= set(bound)
         self.fetched.update(bound)
         return deleted, bound
@@ -260,16 +257,16 @@ def _bound_by(statement: ast.stmt) -> set[str]:
     return names
 
 
-def _run_grade_cell(checker_shell: InteractiveShell, recorder: cells.Recorder,
-                    sandbox: remote.SandboxChannel, names: _Names, source: str,
+def _run_grade_cell(checker_shell: InteractiveShell, recorder: shell.Recorder,
+                    sandbox: channel.SandboxChannel, names: _Names, source: str,
                     timeout: float | None) -> None:
     sandbox.deadline = None if not timeout else time.monotonic() + timeout
-    cells.CellClock.start(timeout + remote.GRACE_S + 1 if timeout else None)
+    shell.CellClock.start(timeout + channel.GRACE_S + 1 if timeout else None)
     try:
         wanted = names.wanted(source)
         try:
             found = sandbox.lookup(wanted) if wanted else {}
-        except remote.SandboxDied:
+        except channel.SandboxDied:
             raise
         except BaseException as error:  # noqa: BLE001 - shown in the cell like any error
             found = {}
@@ -284,18 +281,18 @@ def _run_grade_cell(checker_shell: InteractiveShell, recorder: cells.Recorder,
                 names.fetched.pop(name, None)
         checker_shell.run_cell(source, store_history=True)
         _sync_names(sandbox, names)  # what the cell's last lines did, before the next cell runs
-    except cells.CellTimeoutError:  # fired between run_cell's own handlers
+    except shell.CellTimeoutError:  # fired between run_cell's own handlers
         checker_shell.showtraceback()
-    except remote.SandboxDied:
+    except channel.SandboxDied:
         pass  # the next step reports it
     finally:
-        cells.CellClock.stop()
+        shell.CellClock.stop()
         sandbox.deadline = None
     names.mark_own()
-    cells.mark_timeout(recorder, timeout)
+    shell.mark_timeout(recorder, timeout)
 
 
-def _sync_names(sandbox: remote.SandboxChannel, names: _Names) -> None:
+def _sync_names(sandbox: channel.SandboxChannel, names: _Names) -> None:
     """Apply a grade cell's deletions and rebindings to the student's namespace (see ``_Names``)."""
     if sandbox.dead is not None:
         return
@@ -303,27 +300,27 @@ def _sync_names(sandbox: remote.SandboxChannel, names: _Names) -> None:
     if deleted or bound:
         try:
             sandbox.bind_names(deleted, bound)
-        except (remote.SandboxDied, cells.CellTimeoutError):
+        except (channel.SandboxDied, shell.CellTimeoutError):
             raise
         except Exception as error:  # noqa: BLE001 - shown in the grade cell, like any error
             print(f"could not update the submission's names: {type(error).__name__}: {error}",
                   file=sys.stderr)
 
 
-def _run_quietly(checker_shell: InteractiveShell, recorder: cells.Recorder, source: str,
+def _run_quietly(checker_shell: InteractiveShell, recorder: shell.Recorder, source: str,
                  timeout: float | None) -> None:
     """Run instructor code in the checker too; the cell's outputs are the sandbox's, not these."""
     if not source:
         return
     saved = recorder.outputs
     recorder.outputs = []
-    cells.CellClock.start(timeout)
+    shell.CellClock.start(timeout)
     try:
         checker_shell.run_cell(source, store_history=False)
-    except cells.CellTimeoutError:
+    except shell.CellTimeoutError:
         pass
     finally:
-        cells.CellClock.stop()
+        shell.CellClock.stop()
         recorder.outputs = saved
 
 
@@ -338,7 +335,7 @@ def _imports_only(source: str) -> str:
     return ast.unparse(ast.Module(body=kept, type_ignores=[])) if kept else ""
 
 
-def _merge(recorder: cells.Recorder, outputs: list[dict[str, Any]]) -> None:
+def _merge(recorder: shell.Recorder, outputs: list[dict[str, Any]]) -> None:
     """What the student's code printed while a grade cell called it goes into that cell's outputs,
     as text only: its displays, results and errors never count as the grade cell's own."""
     for output in outputs:
