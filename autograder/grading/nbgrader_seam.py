@@ -93,7 +93,10 @@ def autograde_steps(course: Course) -> AutogradeSteps:
 
 
 def execute_timeout(course: Course) -> float | None:
-    """nbgrader's per-cell timeout for the course (``Execute.timeout``, default 30 s)."""
+    """The course's per-cell timeout, read as nbgrader reads it: ``c.Execute.timeout`` of
+    nbgrader_config.py (this course sets 300 s; a course that sets none gets nbgrader's own default).
+    ``GradeOptions.timeout`` (``--timeout``) wins over it when given; every limit derived from the
+    result is in ``sandbox/deadlines.py``. None: no per-cell limit."""
     from nbgrader.preprocessors import Execute
 
     value = Execute(config=course.config).timeout

@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn, cast
 
+from autograder.sandbox import deadlines
 from autograder.sandbox.inside import protocol, wire
 from autograder.sandbox.inside.protocol import ExitHow, Kind, Offer, Op, call_only, sequence_only
 
@@ -41,7 +42,6 @@ __all__ = ["Offer", "Remote", "RemoteError", "SandboxChannel", "SandboxDied", "c
            "sequence_only"]
 from autograder.sandbox.inside.shell import CellTimeoutError
 
-GRACE_S = 2.0  # how long past a request's time limit the checker waits before it stops the sandbox
 _KNOWN_ERROR_MODULES = ("builtins", "jaxtyping", "beartype.roar", "torch", "numpy")
 
 
@@ -313,7 +313,8 @@ class SandboxChannel:
             self._died_with(f"the submission's process stopped answering ({error})")
 
     def _wait(self, request_id: int, remaining: float | None) -> Any:
-        limit = None if remaining is None else time.monotonic() + remaining + GRACE_S
+        wait_s = deadlines.channel_wait_s(remaining)  # the sandbox's alarm, then its grace
+        limit = None if wait_s is None else time.monotonic() + wait_s
         while True:
             wait = None if limit is None else limit - time.monotonic()
             if wait is not None and wait <= 0:

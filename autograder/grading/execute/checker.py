@@ -38,6 +38,7 @@ from autograder.grading.execute.limits import ExecutionLimits
 from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
 from autograder.grading.model import GRADE, TRUSTED, ExecutionJob
 from autograder.sandbox import channel
+from autograder.sandbox.deadlines import Deadlines
 from autograder.sandbox.inside import shell
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def _run_grade_cell(checker_shell: InteractiveShell, recorder: shell.Recorder,
                     sandbox: channel.SandboxChannel, names: _Names, source: str,
                     timeout: float | None) -> None:
     sandbox.deadline = None if not timeout else time.monotonic() + timeout
-    shell.CellClock.start(timeout + channel.GRACE_S + 1 if timeout else None)
+    shell.CellClock.start(Deadlines(timeout).checker_alarm_s)
     try:
         wanted = names.wanted(source)
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autograder.grading.model import ExecutionJob
+from autograder.sandbox.deadlines import Deadlines
 
 if TYPE_CHECKING:
     from autograder.sandbox.inside.protocol import Job
@@ -87,7 +88,7 @@ def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, dev
 def job_message(job: ExecutionJob, limits: ExecutionLimits) -> Job:
     """What the sandbox template applies to the student's process for ``job`` (its id is the
     sandbox's to set)."""
-    cpu = None if not job.timeout else int(job.timeout * max(len(job.cells), 1) * 4 + 60)
+    cpu = Deadlines(job.timeout, cells=len(job.cells)).cpu_rlimit_s  # sandbox/deadlines.py, step 5
     return {"id": 0, "env": dict(job.sandbox_env), "threads": limits.threads,
             "student_rss_bytes": limits.student_rss_bytes,
             "rlimits": {"as": limits.student_address_space_bytes, "fsize": FILE_SIZE_BYTES,

@@ -7,7 +7,8 @@ initialise its own CUDA context. Forking it costs tens of
 milliseconds instead of the seconds a fresh kernel plus ``import torch`` costs.
 
 ``RunningNotebook`` watches one child: it drains the child's per-cell messages, and kills the child when
-a cell runs past its time limit (plus a grace period for the in-child alarm to fire) or when the child's
+a cell runs past its time limit plus the grace of ``sandbox/deadlines.py`` (where every limit is
+derived and how they nest is written down) or when the child's
 resident memory passes the limit. When the child is gone it reports what happened as data: the
 finished cells' outputs, the cell that was running, and a reason if the run did not complete.
 """
@@ -32,9 +33,9 @@ from autograder.grading.execute.checker import Event, run_notebook
 from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
 from autograder.grading.model import ExecutionJob, NotebookOutcome
+from autograder.sandbox.deadlines import Deadlines
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
-KILL_GRACE_S = 5.0  # after the per-cell limit, how long the in-child alarm gets before a SIGKILL
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -218,15 +219,16 @@ class RunningNotebook:
         self._enforce_limits()
 
     def _enforce_limits(self) -> None:
-        whole = self.job.notebook_timeout
+        limits = Deadlines(self.job.timeout, self.job.notebook_timeout)
+        whole = limits.notebook_s
         if whole and time.monotonic() - self.started > whole:
             self._kill("NotebookTimeoutError",
                        f"the notebook ran past its {whole:g} s limit (all cells together); the "
                        "grading process was killed")
             return
-        timeout = self.job.timeout
-        if timeout and self.running_cell is not None:
-            if time.monotonic() - self.cell_started > timeout + KILL_GRACE_S:
+        timeout, kill_after = limits.cell_s, limits.parent_kill_s
+        if timeout and kill_after and self.running_cell is not None:
+            if time.monotonic() - self.cell_started > kill_after:
                 self._kill("CellTimeoutError",
                            f"cell ran past the {timeout:g} s time limit and did not stop when "
                            f"interrupted; the grading process was killed")
