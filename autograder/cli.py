@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autograder.errors import AutograderError
+from autograder.grading.options import GRADING_SETTINGS, add_setting_arguments, given_settings
 
 
 def plain(text: str) -> str:
@@ -61,17 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="default: every assignment with submissions")
     p.add_argument("--student", dest="students", action="append", metavar="ID",
                    help="grade only this student (repeatable)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="notebooks at once (default: CPUs; with --executor slurm, per array task)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--allow-cpu", action="store_true",
-                   help="run GPU-only checks on CPU (sets AUTOGRADER_ALLOW_CPU=1 for the checks)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per cell (default: the course's Execute.timeout)")
-    p.add_argument("--notebook-timeout", type=float, default=None, metavar="S",
-                   help="seconds for a whole notebook (default 600; 0: no limit)")
-    p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=None, metavar="GB",
-                   help="memory one notebook may use on top of the template (default 4; 0: no limit)")
+    add_setting_arguments(p, [name for name in GRADING_SETTINGS if name != "executor"])
     p.add_argument("-f", "--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--notebook", default=None, metavar="GLOB",
                    help="grade only these notebooks of the assignment (nbgrader's --notebook)")
@@ -102,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="sample class through collect -> grade -> feedback -> report")
     p.add_argument("directory", nargs="?", type=Path, default=None,
                    help="fresh directory for the demo course (default: a new temporary one)")
-    p.add_argument("--workers", type=int, default=None)
+    add_setting_arguments(p, ("workers",))
 
     p = sub.add_parser("publish", help="write the student edition (pages, releases; no solutions, "
                                        "hidden checks or tests) into DEST, leak-checked")
@@ -124,10 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the service's database, workspace and secret (default: <course>/.service)")
     p.add_argument("--service-db", default=None, metavar="URL",
                    help="SQLAlchemy URL of the service's database (default: sqlite in --state)")
-    p.add_argument("--workers", type=int, default=None, help="notebooks at once (default: CPUs)")
-    p.add_argument("--executor", choices=("local", "slurm"), default="local")
-    p.add_argument("--memory-limit", dest="memory_limit_gb", type=float, default=4.0, metavar="GB")
-    p.add_argument("--notebook-timeout", type=float, default=600.0, metavar="S")
+    add_setting_arguments(p)  # every grading setting `grade` takes, for the service's worker
 
     p = sub.add_parser("new-exercise", help="scaffold exercise NN_name: source, hidden check, catalogue, "
                                             "translation catalogues; add it to course.toml and _toc.yml")
@@ -155,8 +143,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _executor_arguments(p: argparse.ArgumentParser) -> None:
     """--executor and the Slurm options (defaults: c.Autograder.slurm in nbgrader_config.py)."""
-    p.add_argument("--executor", choices=("local", "slurm"), default="local",
-                   help="where notebooks run: this machine, or a Slurm job array (default: local)")
+    add_setting_arguments(p, ("executor",))
     p.add_argument("--partition", default=None, help="slurm: partition (default: the course's)")
     p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
                    help="slurm: GPUs per array task (CUDA grading when > 0)")
@@ -224,14 +211,11 @@ def _grade(args) -> int:
               "grades.\n" + "!" * 78, file=sys.stderr)
 
     slurm_options = _slurm_options(args)
-    given = {name: getattr(args, name) for name in ("memory_limit_gb", "notebook_timeout")
-             if getattr(args, name) is not None}
     summary = grade(assignments=args.assignments or None, students=args.students,
-                    course_root=args.course_root, db_url=args.db_url, workers=args.workers,
-                    device=args.device, allow_cpu=True if args.allow_cpu else None,
-                    timeout=args.timeout, force=args.force, progress=not args.no_progress,
-                    executor=args.executor, slurm=slurm_options, slurm_folder=args.slurm_folder,
-                    sandbox=not args.no_sandbox, execute=not args.no_execute, notebook=args.notebook, **given)
+                    course_root=args.course_root, db_url=args.db_url, force=args.force,
+                    progress=not args.no_progress, slurm=slurm_options, slurm_folder=args.slurm_folder,
+                    sandbox=not args.no_sandbox, execute=not args.no_execute, notebook=args.notebook,
+                    **given_settings(args))
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 
@@ -377,9 +361,7 @@ def _serve(args) -> int:
 
     serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
                        hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
-                       workers=args.workers, executor=args.executor,
-                       memory_limit_gb=args.memory_limit_gb or None,
-                       notebook_timeout=args.notebook_timeout or None))
+                       grading=given_settings(args)))
     return 0
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from autograder import ALLOW_CPU_ENV, manifest
+from autograder.grading.options import add_setting_arguments
 from autograder.source import (
     ASSIGNMENTS,
     HIDDEN_CHECKS_PACKAGE,
@@ -148,8 +149,7 @@ def format_table(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.gpu_check", description=__doc__.split("\n")[0])
-    parser.add_argument("--allow-cpu", action="store_true",
-                        help="without CUDA, run the CPU path of the GPU checks (reported as such)")
+    add_setting_arguments(parser, ("allow_cpu",))  # without CUDA: the CPU path, reported as such
     parser.add_argument("--all", action="store_true",
                         help="also run every non-GPU hidden check of the six reference solutions")
     parser.add_argument("--course-root", type=Path, default=Path("."), help="repository root")

@@ -19,8 +19,8 @@ def test_the_slurm_executor_grades_the_queue_in_batches(slurm_cluster, tmp_path)
     with open(course / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Autograder.slurm = {SLURM!r}\n")
     state = tmp_path / "state"
-    worker = Worker(WorkerOptions(course_root=course, state_dir=state, executor="slurm",
-                                  allow_cpu=True, batch_size=10))
+    worker = Worker(WorkerOptions(course_root=course, state_dir=state,
+                                  grading={"executor": "slurm", "allow_cpu": True}, batch_size=10))
     store = worker.store
     ids = {student: store.add(student=student, assignment="01_strides",
                               notebook="01_strides.ipynb", content=content, received_at=utcnow(),

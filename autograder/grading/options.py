@@ -3,14 +3,23 @@
 ``GradeOptions`` is what ``autograder grade`` builds from its command line, what ``grade()`` takes as
 keyword arguments, and what every executor reads. A setting keeps its name from here to where it is
 applied: ``memory_limit_gb`` is ``ExecutionLimits.memory_limit_gb`` on the machine that runs the
-notebook, and the sandbox's limits are derived from it there (``execute/limits.py``).
+notebook, and the sandbox's limits are derived from it there (``execute/limits.py``); the time limits
+are derived in ``sandbox/deadlines.py``.
+
+The settings a command line sets (``GRADING_SETTINGS``: the fields declared with ``setting``) carry
+their flag and help here: ``add_setting_arguments`` generates the flags of ``autograder grade`` and
+``autograder serve`` from them, ``given_settings`` reads back what was given, ``settings_json`` /
+``from_settings_json`` carry them to the service's worker unchanged (no process re-defaults them), and
+``settings_table`` is the README's table of them.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +31,13 @@ EXECUTORS = ("local", "slurm")
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def setting(default: Any, flag: str, help: str, *, metavar: str | None = None,
+            choices: Sequence[str] | None = None) -> Any:
+    """A ``GradeOptions`` field that is a command-line setting (its flag and help live with it)."""
+    return field(default=default, metadata={"flag": flag, "help": help, "metavar": metavar,
+                                            "choices": tuple(choices) if choices else None})
+
+
 @dataclass(frozen=True)
 class GradeOptions:
     """How to grade. Each field is also a keyword argument of ``grade()``."""
@@ -30,18 +46,27 @@ class GradeOptions:
     students: Sequence[str] | None = None  # default: everyone who submitted
     course_root: Path = Path(".")
     db_url: str | None = None  # default: the course's gradebook
-    workers: int | None = None  # notebooks at once (default: CPUs; on Slurm: per array task)
-    device: str = "auto"  # "auto" (CUDA when present), "cpu" or "cuda"
-    allow_cpu: bool | None = None  # GPU checks on CPU; None: AUTOGRADER_ALLOW_CPU of this process
-    timeout: float | None = None  # seconds per cell; None: the course's Execute.timeout; <= 0: none
-    notebook_timeout: float | None = 600.0  # seconds for a whole notebook; 0/None: none
-    memory_limit_gb: float | None = 4.0  # memory one notebook may use beyond the template; 0/None: none
+    workers: int | None = setting(
+        None, "--workers", "notebooks at once (default: CPUs; with --executor slurm, per array task)",
+        metavar="N")
+    device: str = setting("auto", "--device", "auto: CUDA when present", choices=DEVICES)
+    allow_cpu: bool | None = setting(
+        None, "--allow-cpu", "run GPU-only checks on CPU (default: AUTOGRADER_ALLOW_CPU of the process)")
+    timeout: float | None = setting(
+        None, "--timeout", "seconds per cell (default: the course's c.Execute.timeout; 0: no limit)",
+        metavar="S")
+    notebook_timeout: float | None = setting(
+        600.0, "--notebook-timeout", "seconds for a whole notebook (0: no limit)", metavar="S")
+    memory_limit_gb: float | None = setting(
+        4.0, "--memory-limit", "memory one notebook may use on top of the template (0: no limit)",
+        metavar="GB")
     force: bool = False  # regrade submissions already graded
     execute: bool = True  # False: --no-execute, score the outputs as submitted (nbgrader's flag)
     notebook: str | None = None  # --notebook GLOB: only these notebooks (nbgrader's notebook_id)
     progress: bool = True  # a progress bar on stderr
     sandbox: bool = True  # False: --no-sandbox, debugging only
-    executor: str = "local"  # "local" or "slurm"
+    executor: str = setting("local", "--executor",
+                            "where notebooks run: this machine, or a Slurm job array", choices=EXECUTORS)
     slurm: SlurmOptions | None = None  # default: the course's c.Autograder.slurm
     slurm_folder: Path | None = None  # default: <course>/.slurm/grade (shared with the nodes)
     poll_s: float = 2.0  # slurm: seconds between looks at the results folder
@@ -78,6 +103,76 @@ class GradeOptions:
     @property
     def memory_limit_bytes(self) -> int | None:
         return int(self.memory_limit_gb * 2**30) if self.memory_limit_gb else None
+
+
+GRADING_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(GradeOptions) if "flag" in f.metadata)
+
+
+def _setting(name: str) -> Field[Any]:
+    found = {f.name: f for f in fields(GradeOptions) if "flag" in f.metadata}
+    if name not in found:
+        raise TypeError(f"{name!r} is not a grading setting (one of {', '.join(GRADING_SETTINGS)})")
+    return found[name]
+
+
+def _kind(f: Field[Any]) -> type:
+    text = str(f.type)
+    return bool if "bool" in text else int if "int" in text else float if "float" in text else str
+
+
+def _default_text(f: Field[Any]) -> str:
+    default = f.default if f.default is not MISSING else None
+    return "" if default is None else f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def add_setting_arguments(parser: argparse.ArgumentParser,
+                          names: Sequence[str] = GRADING_SETTINGS) -> None:
+    """The flags of the grading settings ``names``, generated from their fields (an absent flag
+    leaves the field's default: ``given_settings`` reads only what was given)."""
+    for name in names:
+        f = _setting(name)
+        meta, default = f.metadata, _default_text(f)
+        help_text = meta["help"] + (f" (default: {default})" if default else "")
+        if _kind(f) is bool:
+            parser.add_argument(meta["flag"], dest=name, action="store_true", default=None,
+                                help=help_text)
+        else:
+            parser.add_argument(meta["flag"], dest=name, type=_kind(f), default=None,
+                                metavar=meta["metavar"], choices=meta["choices"], help=help_text)
+
+
+def given_settings(args: argparse.Namespace, names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
+    """The settings ``names`` the command line gave (the rest keep ``GradeOptions``' defaults)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def settings_json(settings: Mapping[str, Any]) -> str:
+    """Grading settings for another process (the service's worker), checked here first."""
+    for name in settings:
+        _setting(name)
+    GradeOptions.of(**settings)  # a wrong value is refused here, with its message, not in the child
+    return json.dumps(dict(settings), sort_keys=True)
+
+
+def from_settings_json(text: str) -> dict[str, Any]:
+    """What ``settings_json`` wrote (unknown names are an error that names them)."""
+    settings = json.loads(text)
+    if not isinstance(settings, dict):
+        raise TypeError(f"grading settings must be a JSON object, got {text[:200]!r}")
+    for name in settings:
+        _setting(name)
+    return settings
+
+
+def settings_table() -> str:
+    """The README's table of the grading settings (tests/test_settings.py keeps the README equal)."""
+    rows = ["| flag | setting (`GradeOptions`) | default | meaning |", "| --- | --- | --- | --- |"]
+    for name in GRADING_SETTINGS:
+        f = _setting(name)
+        choices = f" ({' / '.join(f.metadata['choices'])})" if f.metadata["choices"] else ""
+        flag = f.metadata["flag"] + (f" {f.metadata['metavar']}" if f.metadata["metavar"] else "")
+        rows.append(f"| `{flag}` | `{name}` | {_default_text(f) or '—'} | {f.metadata['help']}{choices} |")
+    return "\n".join(rows) + "\n"
 
 
 @dataclass(frozen=True)

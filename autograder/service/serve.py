@@ -18,12 +18,13 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlparse
 
 from autograder.course import load_course
 from autograder.errors import CourseError
-from autograder.service.settings import ServiceSettings
+from autograder.grading.options import settings_json
+from autograder.service.settings import WORKER_NICE, ServiceSettings
 from autograder.service.store import Store, default_url
 from autograder.service.web import make_app
 
@@ -42,11 +43,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8750
     prefix: str = "/"
-    workers: int | None = None
-    executor: str = "local"
-    memory_limit_gb: float | None = 4.0
-    notebook_timeout: float | None = 600.0
-    worker_nice: int = 10  # the worker and its sandboxes yield the CPU to the web process
+    grading: dict[str, Any] = field(default_factory=dict)  # grading settings given (GradeOptions')
+    worker_nice: int = WORKER_NICE
     worker_args: list[str] = field(default_factory=list)
 
 
@@ -107,6 +105,13 @@ class WorkerProcess:
             self.process.wait()
 
 
+def worker_command(options: ServeOptions, course_root: Path, folder: Path, db_url: str) -> list[str]:
+    """The worker's command line: the grading settings travel as given, never re-defaulted."""
+    return [sys.executable, "-m", "autograder.service.worker", "--course-root", str(course_root),
+            "--state", str(folder), "--db", db_url, "--grading", settings_json(options.grading),
+            "--with-parent", "--nice", str(options.worker_nice), *options.worker_args]
+
+
 def serve(options: ServeOptions) -> None:
     """Run until SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s serve %(message)s")
@@ -121,13 +126,7 @@ def serve(options: ServeOptions) -> None:
         bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", f"http://{host}:{port}"))
         host, port = bind.hostname or host, bind.port or port
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", prefix)
-    worker = WorkerProcess([
-        sys.executable, "-m", "autograder.service.worker", "--course-root", str(course.root),
-        "--state", str(folder), "--db", db_url, "--executor", options.executor,
-        "--memory-limit", str(options.memory_limit_gb or 0),
-        "--notebook-timeout", str(options.notebook_timeout or 0), "--with-parent",
-        "--nice", str(options.worker_nice),
-        *(["--workers", str(options.workers)] if options.workers else []), *options.worker_args])
+    worker = WorkerProcess(worker_command(options, course.root, folder, db_url))
     app = make_app(store=store, settings=settings, hub=options.hub, prefix=prefix,
                    cookie_secret=cookie_secret(folder))
     asyncio.run(_run(app, worker, host=host, port=port, prefix=prefix,

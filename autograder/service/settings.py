@@ -13,6 +13,7 @@ from autograder.errors import CourseError
 from autograder.service.policy import Policy, parse_time, policy_for
 
 DEFAULT_UPLOAD_MB = 5.0
+WORKER_NICE = 10  # the worker and its sandboxes yield the CPU to the web process (0: as is)
 
 # (when, assignment -> notebooks, students, assignment -> due date,
 #  (assignment, notebook) -> grade ids)

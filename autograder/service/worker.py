@@ -6,7 +6,7 @@ once, one per student, fair: ``Store.claim``). With ``--executor slurm`` it grad
 ``grade`` on the cluster. Each result is written once (``Store.finish``); a crash of the worker leaves
 its submissions ``running``, and the next worker puts them back in the queue (``Store.recover``).
 
-    python -m autograder.service.worker --course-root C --state DIR [--workers N] [--executor local]
+    python -m autograder.service.worker --course-root C --state DIR [--grading JSON]
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from autograder.course import load_course
 from autograder.grading import GradeOptions, SubmissionResult, grade, grade_stream
+from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.results import graded_feedback
-from autograder.service.settings import ServiceSettings
+from autograder.service.settings import WORKER_NICE, ServiceSettings
 from autograder.service.store import Job, Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
@@ -45,12 +47,8 @@ class WorkerOptions:
     course_root: Path
     state_dir: Path
     db_url: str | None = None
-    workers: int | None = None
-    executor: str = "local"
-    memory_limit_gb: float | None = 4.0
-    notebook_timeout: float | None = 600.0
-    device: str = "auto"
-    allow_cpu: bool | None = None
+    # the grading settings given to `autograder serve`; GradeOptions' defaults for the rest
+    grading: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 50  # slurm: submissions per grade() batch
 
 
@@ -66,6 +64,7 @@ class Worker:
         self.settings = ServiceSettings.of(self.course)
         self.workspace = Workspace(self.course, Path(options.state_dir) / "workspace")
         self.inflight: dict[tuple[str, str], Job] = {}
+        self.grading = GradeOptions.of(**options.grading)  # checked now: a wrong setting stops the start
 
     def run(self, stop: threading.Event) -> None:
         requeued, failed = self.store.recover(self.id)
@@ -75,21 +74,18 @@ class Worker:
         while not stop.is_set():
             self.workspace.prepare()
             grade_options = self._grade_options()
-            if self.options.executor == "local":
+            if self.grading.executor == "local":
                 grade_stream(grade_options, self._requests(stop), self._settled)
             else:
                 self._batch(grade_options, stop)
 
     def _grade_options(self) -> GradeOptions:
-        o = self.options
-        return GradeOptions(course_root=self.workspace.root, db_url=self.workspace.db_url,
-                            workers=o.workers, executor=o.executor, device=o.device,
-                            allow_cpu=o.allow_cpu, memory_limit_gb=o.memory_limit_gb,
-                            notebook_timeout=o.notebook_timeout, force=True, progress=False)
+        return GradeOptions.of(self.grading, course_root=self.workspace.root,
+                               db_url=self.workspace.db_url, force=True, progress=False)
 
     # -- local: one stream ------------------------------------------------------------------------
     def _requests(self, stop: threading.Event) -> Iterator[tuple[str, str] | None]:
-        capacity = 2 * max(1, self.options.workers or os.cpu_count() or 1)
+        capacity = 2 * max(1, self.grading.workers or os.cpu_count() or 1)
         checked = time.monotonic()
         while not stop.is_set():
             if time.monotonic() - checked > RECHECK_S:
@@ -179,21 +175,24 @@ def _die_with_parent() -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """The worker's command line (``serve.worker_command`` writes it)."""
     parser = argparse.ArgumentParser(prog="python -m autograder.service.worker")
     parser.add_argument("--course-root", type=Path, required=True)
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--db", default=None)
-    parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--executor", choices=("local", "slurm"), default="local")
-    parser.add_argument("--memory-limit", type=float, default=4.0)
-    parser.add_argument("--notebook-timeout", type=float, default=600.0)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--grading", type=from_settings_json, default={}, metavar="JSON",
+                        help="grading settings, as `autograder serve` writes them (GradeOptions' "
+                             "defaults for the rest)")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
-    parser.add_argument("--nice", type=int, default=10, metavar="N",
+    parser.add_argument("--nice", type=int, default=WORKER_NICE, metavar="N",
                         help="lower this worker's CPU priority (its templates and sandboxes inherit "
-                             "it) so that the web process answers first (default 10; 0: as is)")
-    args = parser.parse_args(argv)
+                             f"it) so that the web process answers first (default {WORKER_NICE}; 0: as is)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = command_line().parse_args(argv)
     if args.nice > 0:
         os.nice(args.nice)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
@@ -211,11 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stopped)
     with workspace_lock(args.state):
         worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
-                                      db_url=args.db, workers=args.workers,
-                                      executor=args.executor,
-                                      memory_limit_gb=args.memory_limit or None,
-                                      notebook_timeout=args.notebook_timeout or None,
-                                      device=args.device))
+                                      db_url=args.db, grading=args.grading))
         try:
             worker.run(stop)
         except WorkerStopped:
