@@ -169,6 +169,10 @@ KEY_TERMS: dict[int, Topic] = {
             "reduce-scatter", "all-gather", "NVLink", "InfiniBand", "rajbhandari2020zero", "_distributed",
             # issue 30: DDP's buckets, the α–β model, the chunk rule
             "gradient_as_bucket_view", "α–β model", "tree", "math.ceil(rows / n)", "558 ms",
+            # issue 30: communication measured by collective, the batch that hides it, tensor and pipeline parallelism
+            "CollectiveLog", "TorchDispatchMode", "reshard_after_forward", "MixedPrecisionPolicy", "critical batch",
+            "bf16_compress_hook", "parallelize_module", "ColwiseParallel", "RowwiseParallel", "shoeybi2019megatron",
+            "bubble", "GPipe", "1F1B", "micro-batches", "isend", "dubey2024llama3", "Three axes at once",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -408,6 +412,12 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "achieved[name] < 1.05 * roof",
     ),
     "chapters/08_data_loading": ("all(pinned)", "not any(pinned)", "no accelerator is found"),
+    # issue 30: chapter 12's communication, counted from what each collective is given and from the run's schedule
+    "chapters/12_more_than_one_gpu": (
+        'own == result["zero1"]["state_bytes"] // 2', "abs(found[p][k] - b) <= 0.01 * b",
+        "0 <= gap <= 2 * bucket_s", 'tp["output_close"]', 'reduces == {"forward": [4 * b * s * d]',
+        "found == bubble(p, m)", 'all(stage["grads_close"]', "sum(stage_params) * tp_size",
+    ),
     "chapters/11_transformer_accounting": (
         "full.start == predicted_start", 'full_saved["activations"]', "backward_temporaries(PEAK_CFG, b, s)",
         "peak_bytes(PEAK_CFG, b, False, False)", "chunked_saving(c)", "2 * b * s * V * d",
