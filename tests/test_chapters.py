@@ -157,6 +157,9 @@ KEY_TERMS: dict[int, Topic] = {
             "Peak memory of a training step", "TorchDispatchMode", "weakref.finalize", "untyped_storage",
             "saved_for_backward", "chunked cross-entropy", "torch.utils.checkpoint", "_record_memory_history",
             "torch.cuda.memory_allocated", "thamada/nvidia-smi", "unverified",
+            # issue 30: when the batch does not fit, per-block checkpointing and gradient accumulation
+            "It does not fit", "use_reentrant=False", "context_fn", "set_checkpoint_early_stop", "HFU",
+            "gradient accumulation", "micro-batch", "no_sync", "meta_step", "GPT-2 XL at batch 64 on one H100",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -414,6 +417,11 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "full.start == predicted_start", 'full_saved["activations"]', "backward_temporaries(PEAK_CFG, b, s)",
         "peak_bytes(PEAK_CFG, b, False, False)", "chunked_saving(c)", "2 * b * s * V * d",
         "peak_bytes(xl, b, *flags) <= capacity", "(mem.peak() - mem.start)",
+        # issue 30: checkpointing and accumulation, each against the shapes or another measurement
+        'ckpt_saved == block_inputs + terms["head"]', 'terms["tied head gradient"] + 8',
+        "checkpointed_peak_bytes(xl, b) + xl_extra", "h100_usable < xl_measured[ckpt_largest + 1]",
+        "blocks_forward_flops(CKPT_CFG", "recomputed_flops(CKPT_CFG", "recomputed_flops(xl, xl.context)",
+        "atol=4 * R", "acc_peaks[ACC_BATCH, ACC_STEPS] == acc_peaks[micro, 1]", "peak_bytes(CKPT_CFG, micro",
     ),
 }
 
