@@ -66,7 +66,10 @@ SAME_AS_H100_SXM = f"same GPU and clocks as the H100 SXM: {HOPPER_WHITEPAPER}"
 # Memory bandwidths come from the product datasheets, not from the architecture whitepaper (which gives the
 # H100 SXM5 3 TB/s, before the datasheet's 3.35 TB/s). One figure per row, for the variant named here.
 BANDWIDTH_SOURCES = {
-    "A100 (SXM or PCIe)": "NVIDIA A100 datasheet: A100 80GB SXM, 2,039 GB/s (80GB PCIe 1,935 GB/s, 40GB 1,555 GB/s)",
+    "A100 SXM4 80GB": "NVIDIA A100 datasheet: A100 80GB SXM, 2,039 GB/s",
+    "A100 PCIe 80GB": "NVIDIA A100 datasheet: A100 80GB PCIe, 1,935 GB/s",
+    "A100 SXM4 40GB": "NVIDIA A100 datasheet: A100 40GB SXM, 1,555 GB/s",
+    "A100 PCIe 40GB": "NVIDIA A100 datasheet: A100 40GB PCIe, 1,555 GB/s",
     "H100 PCIe": "NVIDIA H100 datasheet: 2 TB/s",
     "H100 NVL": "NVIDIA H100 datasheet: 3.9 TB/s",
     "H100 SXM": "NVIDIA H100 datasheet: 3.35 TB/s",
@@ -77,10 +80,20 @@ BANDWIDTH_SOURCES = {
     "GB200": "NVIDIA GB200 NVL72 specifications: 8 TB/s per GPU",
 }
 
-# Most specific names first: "H100 PCIe" must be tried before "H100".
+# Most specific names first: "H100 PCIe" must be tried before "H100". The four A100s have the same compute and
+# three memory bandwidths, so each is matched by its full name; an A100 under any other name is refused.
 DEVICE_TABLE = [
-    Accelerator("A100 (SXM or PCIe)", "A100", bf16_dense=312e12, bf16_sparse=624e12,
+    Accelerator("A100 SXM4 80GB", "A100-SXM4-80GB", bf16_dense=312e12, bf16_sparse=624e12,
                 tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=2.039e12,
+                source="NVIDIA A100 datasheet"),
+    Accelerator("A100 PCIe 80GB", "A100 80GB PCIe", bf16_dense=312e12, bf16_sparse=624e12,
+                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.935e12,
+                source="NVIDIA A100 datasheet"),
+    Accelerator("A100 SXM4 40GB", "A100-SXM4-40GB", bf16_dense=312e12, bf16_sparse=624e12,
+                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
+                source="NVIDIA A100 datasheet"),
+    Accelerator("A100 PCIe 40GB", "A100-PCIE-40GB", bf16_dense=312e12, bf16_sparse=624e12,
+                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
                 source="NVIDIA A100 datasheet"),
     Accelerator("H100 PCIe", "H100 PCIe", bf16_dense=756.5e12, bf16_sparse=1513e12,
                 tf32_dense=378e12, fp32=51e12, memory_bandwidth=2.0e12,
