@@ -127,3 +127,16 @@ def test_a_renamed_module_is_found(tmp_path):
     (package / "checker.py").write_text("from autograder.sandbox import channel as remote\n"
                                         "from autograder.sandbox import channel\n")
     assert module_renames(package) == ["autograder/checker.py:1 autograder.sandbox.channel as remote"]
+
+
+def test_failure_names_are_spelled_once():
+    """The names of a cell's or a notebook's failure live in protocol.Failure, nowhere else."""
+    from autograder.sandbox.inside.protocol import Failure
+
+    spelled = []
+    for path in sorted((ROOT / "autograder").rglob("*.py")):
+        if path.name == "protocol.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        spelled += [f"{path.relative_to(ROOT)}: {f.value}" for f in Failure if f'"{f.value}"' in text]
+    assert spelled == []

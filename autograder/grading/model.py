@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autograder.sandbox.inside.protocol import Failure
+
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
@@ -41,7 +43,7 @@ class NotebookOutcome:
     outputs: dict[int, tuple[list[dict[str, Any]], int | None]] = field(default_factory=dict)
     reason: str | None = None
     running_cell: int | None = None
-    failed_ename: str = "KernelDied"
+    failed_ename: str = Failure.KERNEL_DIED
     seconds: float = 0.0
     files: dict[str, bytes] = field(default_factory=dict)  # written next to the notebook (bounded)
     executed: bool = True  # False: --no-execute, the outputs are the submission's own
@@ -64,7 +66,7 @@ class NotebookOutcome:
             return cls(outputs=outputs, reason=None if data.get("reason") is None
                        else str(data["reason"]),
                        running_cell=None if running is None else int(running),
-                       failed_ename=str(data.get("failed_ename", "KernelDied")),
+                       failed_ename=str(data.get("failed_ename", Failure.KERNEL_DIED)),
                        seconds=float(data.get("seconds", 0.0)),
                        files={str(p): base64.b64decode(b, validate=True)
                               for p, b in dict(data.get("files", {})).items()})

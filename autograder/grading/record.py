@@ -49,6 +49,7 @@ from autograder.grading.nbgrader_seam import (
 )
 from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings, discard_stage
 from autograder.grading.run_record import RUN_RECORD, move_record_out, read_record
+from autograder.sandbox.inside.protocol import Failure
 
 
 def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
@@ -89,7 +90,7 @@ def _error(ename: str, evalue: str) -> NotebookNode:
 
 def _is_limit_error(output: NotebookNode) -> bool:
     """A timeout or an out-of-memory error (the instructor wants to see these listed)."""
-    return (output.ename in ("CellTimeoutError", "NotebookTimeoutError", "MemoryError")
+    return (output.ename in (Failure.CELL_TIMEOUT, Failure.NOTEBOOK_TIMEOUT, "MemoryError")
             or "can't allocate memory" in output.evalue or "out of memory" in output.evalue)
 
 
@@ -183,7 +184,7 @@ def _for_manual_review(gb: Gradebook, nb: NotebookNode, nb_run: NotebookRun, *, 
     (no score) and in formgrader's manual-grade queue; so are these (0 points until an instructor
     decides), while the cells that ran before keep their scores."""
     run = nb_run.require_outcome()
-    if run.reason is None or run.failed_ename != "KernelDied" or run.running_cell is None:
+    if run.reason is None or run.failed_ename != Failure.KERNEL_DIED or run.running_cell is None:
         return []
     flagged = []
     for index, cell in enumerate(nb.cells):

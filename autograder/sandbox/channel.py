@@ -36,7 +36,15 @@ from typing import Any, NoReturn, cast
 
 from autograder.sandbox import deadlines
 from autograder.sandbox.inside import protocol, wire
-from autograder.sandbox.inside.protocol import ExitHow, Kind, Offer, Op, call_only, sequence_only
+from autograder.sandbox.inside.protocol import (
+    ExitHow,
+    Failure,
+    Kind,
+    Offer,
+    Op,
+    call_only,
+    sequence_only,
+)
 
 __all__ = ["Offer", "Remote", "RemoteError", "SandboxChannel", "SandboxDied", "call_only",
            "sequence_only"]
@@ -48,7 +56,7 @@ _KNOWN_ERROR_MODULES = ("builtins", "jaxtyping", "beartype.roar", "torch", "nump
 class SandboxDied(Exception):
     """The student's process is gone (its own doing, a limit, or a timeout it did not honour)."""
 
-    def __init__(self, reason: str, ename: str = "KernelDied") -> None:
+    def __init__(self, reason: str, ename: str = Failure.KERNEL_DIED) -> None:
         super().__init__(reason)
         self.reason, self.ename = reason, ename
 
@@ -109,7 +117,7 @@ def _new_error_class(name: str, bases: tuple[type, ...]) -> type[RemoteError]:
 
 
 def remote_error(record: dict[str, Any]) -> BaseException:
-    if record.get("type") == "CellTimeoutError":
+    if record.get("type") == Failure.CELL_TIMEOUT:
         return CellTimeoutError(record.get("message", "time limit"))
     cls = _error_class(record)
     error = cls.__new__(cls)
@@ -262,7 +270,7 @@ class SandboxChannel:
         """The sandbox's own module ``name`` (e.g. to seed its ``torch`` before a call)."""
         return self.request(Op.MODULE, name=name, raw=True)
 
-    def kill(self, reason: str, ename: str = "KernelDied") -> None:
+    def kill(self, reason: str, ename: str = Failure.KERNEL_DIED) -> None:
         if self.dead is None:
             self.dead = SandboxDied(reason, ename)
         try:
@@ -319,7 +327,7 @@ class SandboxChannel:
             wait = None if limit is None else limit - time.monotonic()
             if wait is not None and wait <= 0:
                 self._died_with("a cell ran past its time limit and did not stop when interrupted; "
-                                "the submission's process was killed", "CellTimeoutError")
+                                "the submission's process was killed", Failure.CELL_TIMEOUT)
             try:
                 header, blobs = wire.recv(self.data, timeout=wait)
             except TimeoutError:
@@ -336,7 +344,7 @@ class SandboxChannel:
                 continue  # a stale reply to a request abandoned after a timeout
             return self._result(header, blobs)
 
-    def _died_with(self, reason: str, ename: str = "KernelDied") -> NoReturn:
+    def _died_with(self, reason: str, ename: str = Failure.KERNEL_DIED) -> NoReturn:
         self.kill(reason, ename)
         assert self.dead is not None  # kill() sets it
         raise self.dead
@@ -607,4 +615,4 @@ def _exit_reason(status: Any) -> str:
 
 def _exit_ename(status: Any) -> str:
     how = status.get("how") if isinstance(status, dict) else None
-    return "MemoryLimitExceeded" if how == ExitHow.MEMORY else "KernelDied"
+    return Failure.MEMORY if how == ExitHow.MEMORY else Failure.KERNEL_DIED

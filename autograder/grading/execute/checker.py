@@ -40,6 +40,7 @@ from autograder.grading.model import GRADE, TRUSTED, ExecutionJob
 from autograder.sandbox import channel
 from autograder.sandbox.deadlines import Deadlines
 from autograder.sandbox.inside import shell
+from autograder.sandbox.inside.protocol import Failure
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -63,7 +64,7 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
         try:
             confine(workdir=workdir, scratch=scratch, hidden=limits.hidden)
         except OSError as error:  # the machine's fault, never a score: nothing is run
-            conn.send((Event.DIED, None, "GraderError",
+            conn.send((Event.DIED, None, Failure.GRADER,
                        f"the checker could not get its own view of the machine ({error})"))
             conn.send((Event.DONE, {"pid": os.getpid()}))
             os._exit(0)

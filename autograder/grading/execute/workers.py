@@ -34,6 +34,7 @@ from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
 from autograder.grading.model import ExecutionJob, NotebookOutcome
 from autograder.sandbox.deadlines import Deadlines
+from autograder.sandbox.inside.protocol import Failure
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -130,7 +131,7 @@ class RunningNotebook:
     scratch: str | None = None  # the checker's temporary folder
     files: dict[str, bytes] = field(default_factory=dict)  # what the notebook wrote next to itself
     kept: KeptFilesBudget = field(default_factory=KeptFilesBudget)
-    failed_ename: str = "KernelDied"
+    failed_ename: str = Failure.KERNEL_DIED
 
     def start(self) -> None:
         ctx = _context()
@@ -222,14 +223,14 @@ class RunningNotebook:
         limits = Deadlines(self.job.timeout, self.job.notebook_timeout)
         whole = limits.notebook_s
         if whole and time.monotonic() - self.started > whole:
-            self._kill("NotebookTimeoutError",
+            self._kill(Failure.NOTEBOOK_TIMEOUT,
                        f"the notebook ran past its {whole:g} s limit (all cells together); the "
                        "grading process was killed")
             return
         timeout, kill_after = limits.cell_s, limits.parent_kill_s
         if timeout and kill_after and self.running_cell is not None:
             if time.monotonic() - self.cell_started > kill_after:
-                self._kill("CellTimeoutError",
+                self._kill(Failure.CELL_TIMEOUT,
                            f"cell ran past the {timeout:g} s time limit and did not stop when "
                            f"interrupted; the grading process was killed")
                 return
@@ -237,7 +238,7 @@ class RunningNotebook:
         if limit is not None:
             rss = resident_bytes(self._pid())
             if rss is not None and rss > limit:
-                self._kill("MemoryLimitExceeded",
+                self._kill(Failure.MEMORY,
                            f"memory use {rss / 2**30:.2f} GiB passed the limit of "
                            f"{limit / 2**30:.2f} GiB; the grading process was killed")
 

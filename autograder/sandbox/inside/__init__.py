@@ -10,9 +10,9 @@ packages) that may import each one (the same test holds the trusted side to it).
 """
 
 SHARED: dict[str, tuple[str, ...]] = {
-    # the request/answer vocabulary and the notebook limits both ends agree on
-    "protocol": ("autograder.sandbox.channel", "autograder.sandbox.host",
-                 "autograder.grading.execute.limits"),
+    # the request/answer vocabulary, the failure names and the notebook limits both ends agree on
+    # (pure data: the engine records the failures by these names)
+    "protocol": ("autograder.sandbox.channel", "autograder.sandbox.host", "autograder.grading"),
     # the framing and the values-only codec both ends speak
     "wire": ("autograder.sandbox.channel", "autograder.sandbox.host"),
     # the cell timeout's exception and the skip tag, which the checker reads in cell sources

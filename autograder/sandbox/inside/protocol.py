@@ -67,6 +67,17 @@ class ExitHow(StrEnum):
     PROCESSES = "processes"  # past the task limit
 
 
+class Failure(StrEnum):
+    """Why a cell or a notebook did not finish: the ``ename`` of the error output the autograded
+    notebook shows there (nbgrader's own names where it has one)."""
+
+    CELL_TIMEOUT = "CellTimeoutError"  # a cell past its limit (sandbox/deadlines.py)
+    NOTEBOOK_TIMEOUT = "NotebookTimeoutError"  # the notebook past its limit
+    MEMORY = "MemoryLimitExceeded"  # past the notebook's memory limit
+    KERNEL_DIED = "KernelDied"  # the notebook's process ended (nbgrader's "kernel died")
+    GRADER = "GraderError"  # the checker itself could not run (its confinement failed)
+
+
 # what FILES hands back at most (the rest is left out, and said so)
 FILE_BYTES, FILES_BYTES, FILES_COUNT = 16 * 2**20, 64 * 2**20, 1000
 

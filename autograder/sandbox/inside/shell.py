@@ -171,14 +171,15 @@ class CellClock:
 def timeout_error(timeout: float | None) -> dict[str, Any]:
     """The error output of a cell that ran past ``timeout`` seconds (nbgrader's wording)."""
     evalue = f"cell ran past the {timeout or 0:g} s time limit"
-    return {"output_type": "error", "ename": "CellTimeoutError", "evalue": evalue,
-            "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {evalue}"]}
+    name = CellTimeoutError.__name__  # protocol.Failure.CELL_TIMEOUT
+    return {"output_type": "error", "ename": name, "evalue": evalue,
+            "traceback": [f"\x1b[0;31m{name}\x1b[0m: {evalue}"]}
 
 
 def mark_timeout(recorder: Recorder, timeout: float | None) -> None:
     """Give a timed-out cell nbgrader's wording: a ``CellTimeoutError`` error output."""
     for index, output in enumerate(recorder.outputs):
-        if output["output_type"] == "error" and output["ename"] == "CellTimeoutError":
+        if output["output_type"] == "error" and output["ename"] == CellTimeoutError.__name__:
             recorder.outputs[index] = timeout_error(timeout)
 
 
