@@ -14,7 +14,7 @@ env: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --disable-pip-version-check -q -r requirements.lock
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps -r requirements.lock  # the whole set
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	@touch $@
 
@@ -109,6 +109,12 @@ lint: $(STAMP)
 
 clean:
 	rm -rf _build
+
+## What the tamper catalogue's attacks earn under plain nbgrader (tests/tamper_golden.json), every attack
+## through the real `nbgrader autograde` (about 5 minutes); each test run re-measures a sample.
+.PHONY: tamper-golden
+tamper-golden: $(STAMP)
+	TAMPER_GOLDEN=write $(BIN)/python -m pytest -q tests/test_tamper.py -k "what_pays_with_nbgrader_is_measured"
 
 ## Golden results of the nbgrader parity suite (tests/parity/golden/): every ported scenario of
 ## nbgrader's test_nbgrader_autograde.py graded by the real `nbgrader autograde` (a few minutes).

@@ -100,19 +100,29 @@ def _path(url: str) -> str:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_every_zh_tw_page_opens_and_switches_both_ways(page, site_url):
-    for docname in DOCNAMES:
+    """Every zh-TW page renders cleanly and its switch leads to its English twin, whose switch leads
+    back (the links are followed over HTTP; the first page's are clicked, as a reader would)."""
+    for index, docname in enumerate(DOCNAMES):
         zh_url = urljoin(site_url, f"{FOLDER}/{html_path(docname)}")
         response = page.goto(zh_url)
         assert response is not None and response.ok, f"{zh_url}: {response and response.status}"
         _settle(page)
         assert page.locator("html").get_attribute("lang") == "zh-TW"
         assert page.locator("article.bd-article h1").count() >= 1, f"{docname}: no title"
-        page.locator(SWITCH).first.click()
-        _settle(page)
-        assert _path(page.url) == html_path(docname), f"{docname}: zh-TW -> English went to {page.url}"
-        page.locator(SWITCH).first.click()
-        _settle(page)
-        assert _path(page.url) == f"{FOLDER}/{html_path(docname)}", f"{docname}: back went to {page.url}"
+        english = page.locator(SWITCH).first.evaluate("a => a.href")
+        assert _path(english) == html_path(docname), f"{docname}: zh-TW -> English links {english}"
+        twin = page.request.get(english)
+        assert twin.ok, f"{docname}: the English twin {english} answers {twin.status}"
+        back = re.search(r'class="language-switch" href="([^"]+)"', twin.text())
+        assert back and _path(urljoin(english, back.group(1))) == f"{FOLDER}/{html_path(docname)}", \
+            f"{docname}: the English page's switch leads to {back and back.group(1)}"
+        if index == 0:  # once, as a reader: click there and back
+            page.locator(SWITCH).first.click()
+            _settle(page)
+            assert _path(page.url) == html_path(docname)
+            page.locator(SWITCH).first.click()
+            _settle(page)
+            assert _path(page.url) == f"{FOLDER}/{html_path(docname)}"
         problems = page.watch.problems()
         assert not problems, f"{docname}: " + "\n  ".join(problems)
     screenshot(page, "site/zh-tw_last_page")

@@ -30,8 +30,8 @@ from autograder.release import copy_course, nbgrader_environment, release
 ROOT = Path(__file__).resolve().parents[1]
 DAEMON_WAIT_S = 7.0  # the daemon attack sleeps 4 s before it strikes
 
-# Which attacks pay under plain nbgrader (measured by test_which_attacks_pay_with_nbgrader; the
-# README's table shows the same). "pays": more points than the same answers without the attack.
+# Which attacks pay under plain nbgrader (measured in full into tamper_golden.json, a live sample each
+# run: test_what_pays_with_nbgrader_is_measured; the README's table shows the same). "pays": more points than the same answers without the attack.
 PAYS_WITH_NBGRADER = {
     "showtraceback": False,
     "custom_exc": False,
@@ -264,27 +264,43 @@ def _kill_stops_an_nbgrader_batch(tmp_path_factory, listener) -> bool:
     return _scores(root, ["honest-reference"])["honest-reference"] is None
 
 
-@pytest.mark.slow
-def test_which_attacks_pay_with_nbgrader(tmp_path_factory, listener):
+# Plain nbgrader's side is measured in full by `make tamper-golden` (TAMPER_GOLDEN=write: every attack,
+# about 5 minutes) into tamper_golden.json, keyed by a digest of what it depends on; each run re-measures
+# LIVE_SAMPLE (two attacks that pay, one that does not) to prove the record still holds.
+GOLDEN = Path(__file__).with_name("tamper_golden.json")
+LIVE_SAMPLE = ("read_solutions", "hidden_checks_patched", "always_equal")
+
+
+def _golden_digest() -> str:
+    import nbgrader
+
+    digest = hashlib.sha256(nbgrader.__version__.encode())
+    for path in (Path(catalogue.__file__), ROOT / "solutions" / catalogue.ASSIGNMENT / f"{catalogue.ASSIGNMENT}.py"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _pays_with_nbgrader(tmp_path_factory, listener, attacks: list[str]) -> dict[str, bool]:
     """The same class through plain nbgrader, one ``nbgrader autograde --student`` at a time (an
-    attack that kills the grader would otherwise stop the students after it)."""
+    attack that kills the grader would otherwise stop the students after it): which of ``attacks``
+    score more than their controls."""
     root, marker, controls = _class(tmp_path_factory, "nbgrader", listener)
     listener.reset()
+    chosen = {f"attack-{name}" for name in attacks}
     # the kill attack is measured on its own (it would kill the other grading run going on)
-    students = sorted({*controls, *controls.values(), "honest-reference", "honest-wrong"}
-                      - {"attack-kill_grader"})
+    students = sorted({*(chosen & set(controls)), *(controls[s] for s in chosen & set(controls)),
+                       "honest-reference", "honest-wrong"} - {"attack-kill_grader"})
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda s: _nbgrader_autograde(root, s), students))
-    time.sleep(DAEMON_WAIT_S)
+    if "daemon_edits_gradebook" in attacks:
+        time.sleep(DAEMON_WAIT_S)
     scores = _scores(root, students, earned=True)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         extra = {s.student.id: sum(g.extra_credit or 0 for nb in s.notebooks for g in nb.grades)
                  for s in gb.find_assignment(catalogue.ASSIGNMENT).submissions}
     paid = {}
-    for attack in catalogue.ATTACKS:
+    for attack in [a for a in catalogue.ATTACKS if a["name"] in attacks]:
         student = f"attack-{attack['name']}"
-        control = scores[controls[student]] or 0.0
-        score = scores.get(student)
         if attack["name"] == "network":
             paid[attack["name"]] = listener.connections > 0
         elif attack["name"] == "daemon_edits_gradebook":
@@ -292,6 +308,41 @@ def test_which_attacks_pay_with_nbgrader(tmp_path_factory, listener):
         elif attack["name"] == "kill_grader":
             paid[attack["name"]] = _kill_stops_an_nbgrader_batch(tmp_path_factory, listener)
         else:
+            control = scores[controls[student]] or 0.0
+            score = scores.get(student)
             paid[attack["name"]] = score is not None and score > control
+    return paid
+
+
+def test_the_record_of_what_pays_with_nbgrader_is_current():
+    """tamper_golden.json was measured on today's attacks, exercise and nbgrader, and says what the
+    README's table says (PAYS_WITH_NBGRADER)."""
+    import json
+    import os
+
+    if os.environ.get("TAMPER_GOLDEN") == "write":
+        pytest.fail("TAMPER_GOLDEN=write: run test_what_pays_with_nbgrader_is_measured (make tamper-golden)")
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert golden["digest"] == _golden_digest(), \
+        "the attacks, the exercise or nbgrader changed since tamper_golden.json: run `make tamper-golden`"
+    assert golden["pays"] == PAYS_WITH_NBGRADER
+    assert sorted(golden["pays"]) == sorted(a["name"] for a in catalogue.ATTACKS)
+
+
+@pytest.mark.slow
+def test_what_pays_with_nbgrader_is_measured(tmp_path_factory, listener):
+    """A live sample (every attack with TAMPER_GOLDEN=write, which rewrites tamper_golden.json)."""
+    import json
+    import os
+
+    import nbgrader
+
+    everything = os.environ.get("TAMPER_GOLDEN") == "write"
+    attacks = [a["name"] for a in catalogue.ATTACKS] if everything else list(LIVE_SAMPLE)
+    paid = _pays_with_nbgrader(tmp_path_factory, listener, attacks)
     print("pays with nbgrader:", paid)
-    assert paid == PAYS_WITH_NBGRADER
+    if everything:
+        GOLDEN.write_text(json.dumps({"digest": _golden_digest(), "nbgrader": nbgrader.__version__,
+                                      "pays": paid}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert {True, False} <= set(paid.values()) or everything, "the sample must hold both outcomes"
+    assert paid == {name: PAYS_WITH_NBGRADER[name] for name in attacks}
