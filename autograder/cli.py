@@ -25,7 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autograder.errors import AutograderError
-from autograder.grading.options import GRADING_SETTINGS, add_setting_arguments, given_settings
+from autograder.grading.options import (
+    GRADING_SETTINGS,
+    SlurmOptions,
+    add_grading_arguments,
+    given_grading,
+)
+from autograder.settings_model import add_setting_arguments, given_settings
 
 
 def plain(text: str) -> str:
@@ -62,19 +68,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="default: every assignment with submissions")
     p.add_argument("--student", dest="students", action="append", metavar="ID",
                    help="grade only this student (repeatable)")
-    add_setting_arguments(p, [name for name in GRADING_SETTINGS if name != "executor"])
+    add_grading_arguments(p, [name for name in GRADING_SETTINGS if name != "executor"])
     p.add_argument("-f", "--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--notebook", default=None, metavar="GLOB",
                    help="grade only these notebooks of the assignment (nbgrader's --notebook)")
     p.add_argument("--no-execute", action="store_true",
-                   help="do not execute: score the outputs as submitted (nbgrader's --no-execute)")
+                   help="do not execute: score the outputs as submitted (nbgrader's --no-execute; "
+                        "the same as --executor as-submitted)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-sandbox", action="store_true",
                    help="DEBUGGING ONLY: run submissions without the bubblewrap sandbox (they can then "
                         "read the solutions, reach the network and change the gradebook)")
     _executor_arguments(p)
-    p.add_argument("--chunk-size", type=int, default=None, metavar="N",
-                   help="slurm: submissions per array task")
     p.add_argument("--slurm-folder", type=Path, default=None, metavar="DIR",
                    help="slurm: chunks, logs and results, shared with the nodes "
                         "(default: .slurm/grade in the course)")
@@ -93,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="sample class through collect -> grade -> feedback -> report")
     p.add_argument("directory", nargs="?", type=Path, default=None,
                    help="fresh directory for the demo course (default: a new temporary one)")
-    add_setting_arguments(p, ("workers",))
+    add_grading_arguments(p, ("workers",))
 
     p = sub.add_parser("publish", help="write the student edition (pages, releases; no solutions, "
                                        "hidden checks or tests) into DEST, leak-checked")
@@ -115,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the service's database, workspace and secret (default: <course>/.service)")
     p.add_argument("--service-db", default=None, metavar="URL",
                    help="SQLAlchemy URL of the service's database (default: sqlite in --state)")
-    add_setting_arguments(p)  # every grading setting `grade` takes, for the service's worker
+    add_grading_arguments(p)  # every grading setting `grade` takes, for the service's worker
 
     p = sub.add_parser("new-exercise", help="scaffold exercise NN_name: source, hidden check, catalogue, "
                                             "translation catalogues; add it to course.toml and _toc.yml")
@@ -142,27 +147,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _executor_arguments(p: argparse.ArgumentParser) -> None:
-    """--executor and the Slurm options (defaults: c.Autograder.slurm in nbgrader_config.py)."""
-    add_setting_arguments(p, ("executor",))
-    p.add_argument("--partition", default=None, help="slurm: partition (default: the course's)")
-    p.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
-                   help="slurm: GPUs per array task (CUDA grading when > 0)")
-    p.add_argument("--time", dest="time_min", type=int, default=None, metavar="MINUTES",
-                   help="slurm: time limit of one array task")
-    p.add_argument("--account", default=None, help="slurm: account to charge")
-    p.add_argument("--max-jobs", type=int, default=None, metavar="K",
-                   help="slurm: array tasks running at once")
+    """--executor and the Slurm array's settings (defaults: c.Autograder.slurm in nbgrader_config.py)."""
+    add_grading_arguments(p, ("executor",))
+    slurm = p.add_argument_group("with --executor slurm (override c.Autograder.slurm)")
+    add_setting_arguments(slurm, SlurmOptions)
 
 
 def _slurm_options(args):
     """SlurmOptions from the course config, then the command line's overrides (None when local)."""
-    names = ("partition", "gpus_per_task", "time_min", "account", "max_jobs", "chunk_size")
-    overrides = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    overrides = given_settings(args, SlurmOptions)
     if args.executor != "slurm":
         if overrides or getattr(args, "slurm_folder", None) is not None:
-            raise AutograderError("the Slurm options (--partition, --gpus-per-task, --time, "
-                                  "--account, --max-jobs, --chunk-size, --slurm-folder) need "
-                                  "--executor slurm")
+            flags = [SlurmOptions.__dataclass_fields__[name].metadata["flag"] for name in overrides]
+            raise AutograderError(f"the Slurm options ({', '.join(flags) or '--slurm-folder'}) "
+                                  "need --executor slurm")
         return None
     from autograder.grading.slurm.chunks import load_slurm_options
 
@@ -210,12 +208,16 @@ def _grade(args) -> int:
               "and rewrite the gradebook.\nUse this only to debug the grader, never for real "
               "grades.\n" + "!" * 78, file=sys.stderr)
 
+    settings = given_grading(args)
+    if args.no_execute:
+        if settings.get("executor", "as-submitted") != "as-submitted":
+            raise AutograderError(f"--no-execute runs no executor; drop --executor {settings['executor']}")
+        settings["executor"] = "as-submitted"
     slurm_options = _slurm_options(args)
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, force=args.force,
                     progress=not args.no_progress, slurm=slurm_options, slurm_folder=args.slurm_folder,
-                    sandbox=not args.no_sandbox, execute=not args.no_execute, notebook=args.notebook,
-                    **given_settings(args))
+                    sandbox=not args.no_sandbox, notebook=args.notebook, **settings)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
 
@@ -361,7 +363,7 @@ def _serve(args) -> int:
 
     serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
                        hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
-                       grading=given_settings(args)))
+                       grading=given_grading(args)))
     return 0
 
 

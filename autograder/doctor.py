@@ -52,13 +52,13 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.add("--device auto", "cpu (no CUDA device visible)")
     result.add(ALLOW_CPU_ENV, os.environ.get(ALLOW_CPU_ENV, "unset"))
     if check_workers:
-        from autograder.grading import probe_template
+        from autograder.grading import probe_forkserver
 
         started = time.perf_counter()
-        probe = probe_template()  # starts the template: its imports
+        probe = probe_forkserver()  # starts the template: its imports
         warm = time.perf_counter() - started
         started = time.perf_counter()
-        probe = probe_template()
+        probe = probe_forkserver()
         result.add("warm template", f"ready in {warm:.1f} s; a forked child in "
                    f"{(time.perf_counter() - started) * 1000:.0f} ms, "
                    f"{probe.resident_bytes / 2**20:.0f} MiB resident")
@@ -125,7 +125,7 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
         box.start()
         box.wait_ready()
         ready = time.perf_counter() - started
-        data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+        data, kill = box.start_notebook({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
                                     "rlimits": {}}, [])
         sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
         code = _SANDBOX_PROBE.replace("COURSE", repr(str(Path(course_root).resolve()))) \

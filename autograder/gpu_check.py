@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from autograder import ALLOW_CPU_ENV, manifest
-from autograder.grading.options import add_setting_arguments
+from autograder.grading.options import add_grading_arguments
 from autograder.source import (
     ASSIGNMENTS,
     HIDDEN_CHECKS_PACKAGE,
@@ -149,7 +149,7 @@ def format_table(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.gpu_check", description=__doc__.split("\n")[0])
-    add_setting_arguments(parser, ("allow_cpu",))  # without CUDA: the CPU path, reported as such
+    add_grading_arguments(parser, ("allow_cpu",))  # without CUDA: the CPU path, reported as such
     parser.add_argument("--all", action="store_true",
                         help="also run every non-GPU hidden check of the six reference solutions")
     parser.add_argument("--course-root", type=Path, default=Path("."), help="repository root")

@@ -254,7 +254,7 @@ for _fd in range(3, 256):  # every inherited descriptor: the template's control 
         _sock.detach()
 for _pid in [p for p in _os.listdir("/proc") if p.isdigit()]:  # stop the sandbox's template
     try:
-        if b"kernel.py" not in open(f"/proc/{_pid}/cmdline", "rb").read() or int(_pid) == _os.getpid():
+        if b"template.py" not in open(f"/proc/{_pid}/cmdline", "rb").read() or int(_pid) == _os.getpid():
             continue
     except OSError:
         continue

@@ -16,9 +16,9 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.errors import DeviceError
 from autograder.grading import grade
-from autograder.grading.execute.limits import ExecutionLimits, job_message
-from autograder.grading.execute.workers import RunningNotebook, wait_any
-from autograder.grading.model import GRADE, STUDENT, ExecutionJob
+from autograder.grading.execute.forkserver import RunningNotebook, wait_any
+from autograder.grading.execute.limits import ExecutionLimits, launch_message
+from autograder.grading.model import GRADE, STUDENT, NotebookProgram
 from autograder.grading.record import read_run_record
 from autograder.sandbox.host import SandboxProcess
 
@@ -148,12 +148,12 @@ def _wait_done(box: SandboxProcess) -> None:
     assert box.state == "ready", box.state
 
 
-def _watch(job: ExecutionJob, box: SandboxProcess, *, workdir: Path,
+def _watch(job: NotebookProgram, box: SandboxProcess, *, workdir: Path,
            student_rss_bytes: int | None = None) -> RunningNotebook:
     limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                              student_rss_bytes=student_rss_bytes, checker_rss_bytes=None, threads=1)
     run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
-    run.sockets = box.start_job(job_message(job, limits), [])
+    run.sockets = box.start_notebook(launch_message(job, limits), [])
     run.start()
     deadline = time.monotonic() + 60
     while not run.finished and time.monotonic() < deadline:
@@ -168,7 +168,7 @@ def _watch(job: ExecutionJob, box: SandboxProcess, *, workdir: Path,
 def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):
     """Without an address-space limit (as on CUDA) the sandbox's RSS watchdog stops the student."""
     touch = "x = bytearray(1500 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\nimport time\ntime.sleep(30)\n"
-    job = ExecutionJob(cells=[(0, "a = 1", [], STUDENT), (1, touch, [], STUDENT),
+    job = NotebookProgram(cells=[(0, "a = 1", [], STUDENT), (1, touch, [], STUDENT),
                               (2, "b = 2", [], STUDENT)], timeout=60)
     run = _watch(job, sandbox, workdir=tmp_path, student_rss_bytes=1 << 30)
     assert 0 in run.outputs and 2 not in run.outputs
@@ -178,7 +178,7 @@ def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):
 
 def test_cell_that_swallows_the_timeout_is_killed(tmp_path, sandbox):
     stubborn = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n"
-    job = ExecutionJob(cells=[(0, stubborn, [], STUDENT), (1, "x = 1", [], STUDENT)], timeout=1)
+    job = NotebookProgram(cells=[(0, stubborn, [], STUDENT), (1, "x = 1", [], STUDENT)], timeout=1)
     run = _watch(job, sandbox, workdir=tmp_path)
     assert run.failed_ename == "CellTimeoutError" and "killed" in run.reason
     assert run.outputs == {} and run.running_cell == 0
@@ -243,7 +243,7 @@ def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
     from autograder.errors import GradingError
     from autograder.grading.record import executed_notebook
 
-    job = ExecutionJob(cells=[(0, "x = 1", [], STUDENT)], timeout=5)
+    job = NotebookProgram(cells=[(0, "x = 1", [], STUDENT)], timeout=5)
     run = _watch(job, sandbox, workdir=tmp_path / "missing")
     assert run.reason and run.outputs == {} and run.running_cell is None
     nb = toy.source_notebook()
@@ -255,7 +255,7 @@ STOPS_ITS_TEMPLATE = (
     "import os, signal\n"
     "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
     "    try:\n"
-    "        if b'kernel.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+    "        if b'template.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
     "            os.kill(int(pid), signal.SIGSTOP)\n"
     "    except OSError:\n"
     "        pass\n"
@@ -297,7 +297,7 @@ def test_a_grade_cell_acts_on_the_students_namespace(tmp_path, sandbox):
                   "SCALE = SCALE * 2\n"
                   "assert sum_of_squares(3) == 28\n"
                   "expected = 14\n")
-    job = ExecutionJob(cells=[(0, student, [], STUDENT), (1, grade_cell, [], GRADE),
+    job = NotebookProgram(cells=[(0, student, [], STUDENT), (1, grade_cell, [], GRADE),
                               (2, "print(sum_of_squares(2), SCALE, 'expected' in globals())", [],
                                STUDENT)], timeout=20)
     run = _watch(job, sandbox, workdir=tmp_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.execute.limits import ExecutionLimits, job_message
-from autograder.grading.model import GRADE, ExecutionJob
+from autograder.grading.execute.limits import ExecutionLimits, launch_message
+from autograder.grading.model import GRADE, NotebookProgram
 from autograder.sandbox.deadlines import Deadlines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,17 +32,17 @@ def test_no_timeout_means_no_limit_and_no_cpu_rlimit(timeout):
 def test_the_sandbox_gets_the_documented_cpu_rlimit():
     """RLIMIT_CPU = timeout x cells x 4 + 60 (the module's step 5), as the template receives it."""
     cells = [(index, "pass", [], GRADE) for index in range(3)]
-    job = ExecutionJob(cells=cells, timeout=10.0, notebook_timeout=600.0)
+    job = NotebookProgram(cells=cells, timeout=10.0, notebook_timeout=600.0)
     limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                              student_rss_bytes=None, checker_rss_bytes=None, threads=1)
-    message = job_message(job, limits)
+    message = launch_message(job, limits)
     assert message["rlimits"]["cpu"] == 10 * 3 * 4 + 60
 
 
 def test_no_other_module_keeps_a_grace_of_its_own():
     """The graces and the CPU formula are deadlines.py's: no enforcer adds its own seconds."""
     enforcers = ["autograder/sandbox/channel.py", "autograder/grading/execute/checker.py",
-                 "autograder/grading/execute/workers.py", "autograder/grading/execute/limits.py"]
+                 "autograder/grading/execute/forkserver.py", "autograder/grading/execute/limits.py"]
     for name in enforcers:
         text = (ROOT / name).read_text(encoding="utf-8")
         assert not re.search(r"^[A-Z_]*GRACE[A-Z_]* = ", text, re.M), f"{name} defines a grace"

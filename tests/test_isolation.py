@@ -36,7 +36,7 @@ def _session(box: SandboxProcess, **job) -> remote.SandboxChannel:
         time.sleep(0.05)
         box.pump()
     message = {"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None, "rlimits": {}, **job}
-    data, kill = box.start_job(message, [("data/x.txt", b"hi")])
+    data, kill = box.start_notebook(message, [("data/x.txt", b"hi")])
     return remote.SandboxChannel(data, kill, memmap_dir="/tmp")
 
 
@@ -333,9 +333,9 @@ def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
     import socket as sockets
 
     from autograder.grading.execute.confine import CHECKER_UID
-    from autograder.grading.execute.limits import ExecutionLimits, job_message
-    from autograder.grading.execute.workers import RunningNotebook, wait_any
-    from autograder.grading.model import GRADE, ExecutionJob
+    from autograder.grading.execute.forkserver import RunningNotebook, wait_any
+    from autograder.grading.execute.limits import ExecutionLimits, launch_message
+    from autograder.grading.model import GRADE, NotebookProgram
 
     course = tmp_path / "course"
     (course / "autograded" / "ann").mkdir(parents=True)
@@ -348,12 +348,12 @@ def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
     marker = tmp_path / "outside.txt"
     cell = (f"COURSE, PORT, MARKER = {str(course)!r}, {listener.getsockname()[1]}, {str(marker)!r}\n"
             + _CHECKER_LOOKS)
-    job = ExecutionJob(cells=[(0, cell, [], GRADE)], timeout=30)
+    job = NotebookProgram(cells=[(0, cell, [], GRADE)], timeout=30)
     limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                              student_rss_bytes=None, checker_rss_bytes=None, threads=1,
                              confined=True, hidden=(str(course),))
     run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
-    run.sockets = box.start_job(job_message(job, limits), [])
+    run.sockets = box.start_notebook(launch_message(job, limits), [])
     run.start()
     from_host = None
     deadline = time.monotonic() + 60

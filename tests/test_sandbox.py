@@ -188,7 +188,7 @@ def _session(box: SandboxProcess, **limits) -> remote.SandboxChannel:
     while box.state == "busy" and time.monotonic() < deadline:
         time.sleep(0.05)
         box.pump()
-    data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+    data, kill = box.start_notebook({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
                                 "rlimits": limits}, [("data/x.txt", b"hi")])
     return remote.SandboxChannel(data, kill, memmap_dir="/tmp")
 
@@ -274,7 +274,7 @@ for job in range(2):  # the clean-up after the first must leave the bound venv a
     while box.state == "busy":
         time.sleep(0.05)
         box.pump()
-    data, kill = box.start_job({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
+    data, kill = box.start_notebook({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
                                 "rlimits": {}}, [])
     sandbox = channel.SandboxChannel(data, kill, memmap_dir="/tmp")
     sandbox.run_cell("import os, sys, torch\\nleft = os.path.exists('/tmp/left-by-job-0')\\n"

@@ -22,14 +22,12 @@ import cloudpickle
 import pytest
 
 from autograder.errors import CourseError
+from autograder.grading.remote.work import RESULTS_DIR, result_path, write_result
 from autograder.grading.slurm.chunks import (
-    RESULTS_DIR,
     SlurmOptions,
     doctor_slurm,
     load_slurm_options,
-    result_path,
     run_chunks,
-    write_result,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@
   ``import``, ``from … import``, a relative import that climbs out, or ``importlib.import_module`` /
   ``__import__`` with a literal name.
 - The trusted side imports from that folder only its shared modules, and each only where
-  ``autograder.sandbox.inside.SHARED`` says; nothing trusted imports ``kernel.py``.
+  ``autograder.sandbox.inside.SHARED`` says; nothing trusted imports ``template.py``.
 
 The first rule replaces an import-linter contract that enumerated the forbidden modules (a new module
 of ``autograder`` was allowed until someone added it to the list).
@@ -108,10 +108,10 @@ def test_the_trusted_side_imports_only_the_shared_modules_where_allowed():
     assert trusted_violations(PACKAGE, SHARED) == []
 
 
-def test_every_shared_module_exists_and_kernel_is_not_shared():
+def test_every_shared_module_exists_and_the_template_is_not_shared():
     inside = PACKAGE / "sandbox" / "inside"
     assert all((inside / f"{name}.py").is_file() for name in SHARED), sorted(SHARED)
-    assert "kernel" not in SHARED
+    assert (inside / "template.py").is_file() and "template" not in SHARED
 
 
 PLANTS = {
@@ -140,10 +140,10 @@ def test_a_planted_import_inside_is_found(tmp_path):
         assert len(found) == 1 and found[0].startswith("isolation.py:"), (how, found)
 
 
-def test_a_trusted_import_of_the_kernel_is_found(tmp_path):
+def test_a_trusted_import_of_the_sandbox_template_is_found(tmp_path):
     copy = _copy_package(tmp_path)
     report = copy / "report.py"
     report.write_text(report.read_text(encoding="utf-8")
-                      + "\nfrom autograder.sandbox.inside import kernel\n", encoding="utf-8")
+                      + "\nfrom autograder.sandbox.inside import template\n", encoding="utf-8")
     found = trusted_violations(copy, SHARED)
-    assert len(found) == 1 and "autograder.report" in found[0] and "kernel" in found[0], found
+    assert len(found) == 1 and "autograder.report" in found[0] and "template" in found[0], found

@@ -2,8 +2,9 @@
 
 ``pipeline.py`` reads top to bottom; ``options.py`` holds every setting; ``model.py`` the data;
 ``prepare.py`` and ``record.py`` the steps before and after execution; ``nbgrader_seam.py`` nbgrader's
-own preprocessors and the one place its gradebook is patched; the executors — ``local.py`` and
-``slurm/`` — are siblings behind ``executor.py``; ``execute/`` is how a notebook runs on any machine.
+own preprocessors and the one place its gradebook is patched; the executors — ``local.py``,
+``slurm/`` (over the generic ``remote/`` layer) and ``as_submitted.py`` — are siblings registered in
+``executor.py``; ``execute/`` is how a notebook runs on any machine.
 
 The public names below are the whole API the rest of ``autograder`` uses (an import-linter contract
 keeps the other modules out of the engine's internals). They load on first use: the warm template and a
@@ -17,11 +18,12 @@ _PUBLIC = {
     "grade": "autograder.grading.pipeline",
     "grade_stream": "autograder.grading.pipeline",  # the service worker: warm sandboxes, one by one
     "GradeOptions": "autograder.grading.options",
+    "executor_class": "autograder.grading.executor",  # what an executor declares (streams, executes)
     "GradeSummary": "autograder.grading.model",
     "SubmissionResult": "autograder.grading.model",
     "read_run_record": "autograder.grading.record",  # the autograder's note on a graded submission
     "gpu_cells": "autograder.grading.prepare",  # an assignment's GPU-only grade cells
-    "probe_template": "autograder.grading.execute.workers",  # torch/CUDA as a grading child sees it
+    "probe_forkserver": "autograder.grading.execute.forkserver",  # torch/CUDA as a grading child sees it
     "confine": "autograder.grading.execute.confine",  # the checker's own view (doctor tries it)
     "code_folders": "autograder.grading.execute.confine",
     "CHECKER_UID": "autograder.grading.execute.confine",

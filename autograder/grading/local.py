@@ -17,8 +17,13 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Final
 
-from autograder.grading.execute import workers
-from autograder.grading.execute.limits import TemplateProbe, execution_limits, sandbox_memory_bytes
+from autograder.course import Course
+from autograder.grading.execute import forkserver
+from autograder.grading.execute.limits import (
+    ForkserverProbe,
+    execution_limits,
+    sandbox_memory_bytes,
+)
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookRun, Submission
@@ -50,15 +55,17 @@ class LocalExecutor:
 
     name = "local"
     streams = True  # work may yield None: nothing now (pipeline.grade_stream)
+    executes = True
 
-    def __init__(self, options: GradeOptions) -> None:
+    def __init__(self, options: GradeOptions, course: Course) -> None:
+        del course  # its folders reach the sandbox policy through options (trusted_folders)
         self.options = options
         self.workers = max(1, options.workers or os.cpu_count() or 1)
-        self._probe: TemplateProbe | None = None
-        workers.start_template()  # its imports overlap with the course checks
+        self._probe: ForkserverProbe | None = None
+        forkserver.start_forkserver()  # its imports overlap with the course checks
 
     def probe(self) -> DeviceProbe:
-        self._probe = workers.probe_template()
+        self._probe = forkserver.probe_forkserver()
         return DeviceProbe(cuda_available=self._probe.cuda_available,
                            torch_version=self._probe.torch_version,
                            cuda_version=self._probe.cuda_version)
@@ -70,7 +77,7 @@ class LocalExecutor:
             logging.getLogger("autograder").warning(
                 "GRADING WITHOUT A SANDBOX (--no-sandbox): submissions run with this process's "
                 "rights; they can read the solutions, reach the network and change the gradebook")
-        probe = self._probe or workers.probe_template()
+        probe = self._probe or forkserver.probe_forkserver()
         limits = execution_limits(probe, memory_limit_gb=self.options.memory_limit_gb,
                                   device_used=device_used, workers=self.workers,
                                   cpus=os.cpu_count() or 1, confined=self.options.sandbox,
@@ -101,7 +108,7 @@ class LocalExecutor:
                     while queue and free:  # execute: a checker child per notebook, its sandbox
                         submission, nb_run = queue.popleft()
                         runner.start(free.pop(), (submission, nb_run.name),
-                                     job=nb_run.require_job(), workdir=str(submission.stage),
+                                     program=nb_run.require_program(), workdir=str(submission.stage),
                                      files=functools.partial(companion_files, submission.stage))
                     runner.wait(timeout=0.2)
                     for (submission, name), outcome in runner.finished():  # check, score, record

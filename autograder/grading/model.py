@@ -23,7 +23,7 @@ STUDENT, TRUSTED, GRADE = "student", "trusted", "grade"  # where a code cell run
 
 
 @dataclass(frozen=True)
-class ExecutionJob:
+class NotebookProgram:
     """What the checker needs to execute one notebook, whatever machine runs it (picklable, small):
     where it runs (a working folder) and its limits (``ExecutionLimits``) are that machine's own."""
 
@@ -76,20 +76,20 @@ class NotebookOutcome:
 
 @dataclass
 class NotebookRun:
-    """One notebook of a submission: its sanitized form, where each code cell runs, its job, and
+    """One notebook of a submission: its sanitized form, where each code cell runs, its program, and
     (once executed) its outcome."""
 
     name: str
     nb: NotebookNode
     kinds: dict[int, str] = field(default_factory=dict)  # code cell index -> STUDENT/TRUSTED/GRADE
-    job: ExecutionJob | None = None
+    program: NotebookProgram | None = None
     outcome: NotebookOutcome | None = None
 
-    def require_job(self) -> ExecutionJob:
-        """Its job, for the executors (``prepare.sanitize`` gives every notebook one before)."""
-        if self.job is None:
-            raise ValueError(f"{self.name}.ipynb has no execution job (not sanitized)")
-        return self.job
+    def require_program(self) -> NotebookProgram:
+        """Its program, for the executors (``prepare.sanitize`` gives every notebook one before)."""
+        if self.program is None:
+            raise ValueError(f"{self.name}.ipynb has no program (not sanitized)")
+        return self.program
 
     def require_outcome(self) -> NotebookOutcome:
         """Its outcome, for recording (a submission is recorded once all its notebooks have run)."""

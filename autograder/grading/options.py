@@ -6,11 +6,12 @@ applied: ``memory_limit_gb`` is ``ExecutionLimits.memory_limit_gb`` on the machi
 notebook, and the sandbox's limits are derived from it there (``execute/limits.py``); the time limits
 are derived in ``sandbox/deadlines.py``.
 
-The settings a command line sets (``GRADING_SETTINGS``: the fields declared with ``setting``) carry
-their flag and help here: ``add_setting_arguments`` generates the flags of ``autograder grade`` and
-``autograder serve`` from them, ``given_settings`` reads back what was given, ``settings_json`` /
-``from_settings_json`` carry them to the service's worker unchanged (no process re-defaults them), and
-``settings_table`` is the README's table of them.
+The settings a command line sets (``GRADING_SETTINGS``: the fields declared with ``setting``, see
+``autograder/settings_model.py``) carry their flag and help here: ``add_grading_arguments`` generates
+the flags of ``autograder grade`` and ``autograder serve`` from them, ``given_grading`` reads back what
+was given, ``settings_json`` / ``from_settings_json`` carry them to the service's worker unchanged (no
+process re-defaults them), and the README's tables of them and of ``SlurmOptions`` are generated
+(``python -m autograder.tables``).
 """
 
 from __future__ import annotations
@@ -19,23 +20,23 @@ import argparse
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from autograder import ALLOW_CPU_ENV
 from autograder.errors import CourseError, GradingError
+from autograder.grading.registry import EXECUTORS
+from autograder.settings_model import (
+    add_setting_arguments,
+    given_settings,
+    setting,
+    setting_field,
+    settings_of,
+)
 
 CONFIG_SECTION, CONFIG_KEY = "Autograder", "slurm"  # c.Autograder.slurm in nbgrader_config.py
-EXECUTORS = ("local", "slurm")
 DEVICES = ("auto", "cpu", "cuda")
-
-
-def setting(default: Any, flag: str, help: str, *, metavar: str | None = None,
-            choices: Sequence[str] | None = None) -> Any:
-    """A ``GradeOptions`` field that is a command-line setting (its flag and help live with it)."""
-    return field(default=default, metadata={"flag": flag, "help": help, "metavar": metavar,
-                                            "choices": tuple(choices) if choices else None})
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,19 @@ class GradeOptions:
         4.0, "--memory-limit", "memory one notebook may use on top of the template (0: no limit)",
         metavar="GB")
     force: bool = False  # regrade submissions already graded
-    execute: bool = True  # False: --no-execute, score the outputs as submitted (nbgrader's flag)
     notebook: str | None = None  # --notebook GLOB: only these notebooks (nbgrader's notebook_id)
     progress: bool = True  # a progress bar on stderr
     sandbox: bool = True  # False: --no-sandbox, debugging only
-    executor: str = setting("local", "--executor",
-                            "where notebooks run: this machine, or a Slurm job array", choices=EXECUTORS)
+    executor: str = setting("local", "--executor", "where notebooks run: " + ", ".join(
+        f"{name} ({entry.help})" for name, entry in EXECUTORS.items()), choices=tuple(EXECUTORS))
     slurm: SlurmOptions | None = None  # default: the course's c.Autograder.slurm
     slurm_folder: Path | None = None  # default: <course>/.slurm/grade (shared with the nodes)
     poll_s: float = 2.0  # slurm: seconds between looks at the results folder
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
-            raise GradingError(f"the executor must be 'local' or 'slurm', got {self.executor!r}")
+            raise GradingError(f"the executor must be one of {', '.join(EXECUTORS)}, "
+                               f"got {self.executor!r}")
         if self.device not in DEVICES:
             from autograder.errors import DeviceError
 
@@ -105,51 +106,24 @@ class GradeOptions:
         return int(self.memory_limit_gb * 2**30) if self.memory_limit_gb else None
 
 
-GRADING_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(GradeOptions) if "flag" in f.metadata)
+GRADING_SETTINGS: tuple[str, ...] = tuple(settings_of(GradeOptions))
 
 
-def _setting(name: str) -> Field[Any]:
-    found = {f.name: f for f in fields(GradeOptions) if "flag" in f.metadata}
-    if name not in found:
-        raise TypeError(f"{name!r} is not a grading setting (one of {', '.join(GRADING_SETTINGS)})")
-    return found[name]
-
-
-def _kind(f: Field[Any]) -> type:
-    text = str(f.type)
-    return bool if "bool" in text else int if "int" in text else float if "float" in text else str
-
-
-def _default_text(f: Field[Any]) -> str:
-    default = f.default if f.default is not MISSING else None
-    return "" if default is None else f"{default:g}" if isinstance(default, float) else str(default)
-
-
-def add_setting_arguments(parser: argparse.ArgumentParser,
+def add_grading_arguments(parser: argparse.ArgumentParser,
                           names: Sequence[str] = GRADING_SETTINGS) -> None:
-    """The flags of the grading settings ``names``, generated from their fields (an absent flag
-    leaves the field's default: ``given_settings`` reads only what was given)."""
-    for name in names:
-        f = _setting(name)
-        meta, default = f.metadata, _default_text(f)
-        help_text = meta["help"] + (f" (default: {default})" if default else "")
-        if _kind(f) is bool:
-            parser.add_argument(meta["flag"], dest=name, action="store_true", default=None,
-                                help=help_text)
-        else:
-            parser.add_argument(meta["flag"], dest=name, type=_kind(f), default=None,
-                                metavar=meta["metavar"], choices=meta["choices"], help=help_text)
+    """The flags of the grading settings ``names``, generated from their fields."""
+    add_setting_arguments(parser, GradeOptions, names)
 
 
-def given_settings(args: argparse.Namespace, names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
-    """The settings ``names`` the command line gave (the rest keep ``GradeOptions``' defaults)."""
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+def given_grading(args: argparse.Namespace, names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
+    """The grading settings ``names`` the command line gave (the rest keep their defaults)."""
+    return given_settings(args, GradeOptions, names)
 
 
 def settings_json(settings: Mapping[str, Any]) -> str:
     """Grading settings for another process (the service's worker), checked here first."""
     for name in settings:
-        _setting(name)
+        setting_field(GradeOptions, name)
     GradeOptions.of(**settings)  # a wrong value is refused here, with its message, not in the child
     return json.dumps(dict(settings), sort_keys=True)
 
@@ -160,19 +134,8 @@ def from_settings_json(text: str) -> dict[str, Any]:
     if not isinstance(settings, dict):
         raise TypeError(f"grading settings must be a JSON object, got {text[:200]!r}")
     for name in settings:
-        _setting(name)
+        setting_field(GradeOptions, name)
     return settings
-
-
-def settings_table() -> str:
-    """The README's table of the grading settings (tests/test_settings.py keeps the README equal)."""
-    rows = ["| flag | setting (`GradeOptions`) | default | meaning |", "| --- | --- | --- | --- |"]
-    for name in GRADING_SETTINGS:
-        f = _setting(name)
-        choices = f" ({' / '.join(f.metadata['choices'])})" if f.metadata["choices"] else ""
-        flag = f.metadata["flag"] + (f" {f.metadata['metavar']}" if f.metadata["metavar"] else "")
-        rows.append(f"| `{flag}` | `{name}` | {_default_text(f) or '—'} | {f.metadata['help']}{choices} |")
-    return "\n".join(rows) + "\n"
 
 
 @dataclass(frozen=True)
@@ -181,15 +144,19 @@ class SlurmOptions:
     (``c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, ...}`` in nbgrader_config.py,
     see ``load_slurm_options``); keyword overrides win over both."""
 
-    partition: str | None = None  # None: the cluster's default partition
-    gpus_per_task: int = 0
-    time_min: int = 60  # time limit of one chunk's job, minutes
-    account: str | None = None
-    max_jobs: int = 16  # array tasks running at once (slurm_array_parallelism)
-    chunk_size: int = 10  # items per array task
-    retries: int = 2  # resubmissions of a failed chunk's missing items
-    cpus_per_task: int = 4
-    mem_gb: float | None = 16  # None: the partition's default
+    partition: str | None = setting(None, "--partition", "partition (default: the cluster's)")
+    gpus_per_task: int = setting(0, "--gpus-per-task", "GPUs per array task (CUDA grading when > 0)",
+                                 metavar="N")
+    time_min: int = setting(60, "--time", "time limit of one array task, minutes", metavar="MIN")
+    account: str | None = setting(None, "--account", "account to charge")
+    max_jobs: int = setting(16, "--max-jobs", "array tasks running at once (slurm_array_parallelism)",
+                            metavar="K")
+    chunk_size: int = setting(10, "--chunk-size", "submissions per array task", metavar="N")
+    retries: int = setting(2, "--retries", "resubmissions of a failed chunk's missing submissions",
+                           metavar="N")
+    cpus_per_task: int = setting(4, "--cpus-per-task", "CPUs per array task", metavar="N")
+    mem_gb: float | None = setting(16, "--mem-gb", "memory per array task (None in the config: the "
+                                   "partition's default)", metavar="GB")
 
     def __post_init__(self) -> None:
         for name, least in (("gpus_per_task", 0), ("time_min", 1), ("max_jobs", 1),

@@ -5,10 +5,11 @@ top to bottom, one run goes through:
 
 1. **plan** (``prepare.plan``): which submissions to grade; those already graded are skipped;
 2. **sanitize** (``prepare.sanitize``): stage a submission's files next to its ``autograded/`` home,
-   run nbgrader's sanitize preprocessors, give each notebook its ``ExecutionJob``. A submission that
+   run nbgrader's sanitize preprocessors, give each notebook its ``NotebookProgram``. A submission that
    cannot be prepared fails alone, with its reason;
-3. **execute** (an executor: ``local.py`` on this machine, ``slurm/`` on a cluster): every notebook
-   runs in a checker beside a bubblewrap sandbox and comes back as a ``NotebookOutcome``;
+3. **execute** (an executor, ``executor.EXECUTORS``: ``local.py`` on this machine, ``slurm/`` on a
+   cluster through ``remote/``, ``as_submitted.py`` for --no-execute): every notebook runs in a
+   checker beside a bubblewrap sandbox and comes back as a ``NotebookOutcome``;
 4. **check + score + record** (``record.py``): once ALL notebooks of a submission have their outcome,
    nbgrader's post-execute preprocessors run in ONE gradebook transaction — exactly once per
    submission, whatever the executor.
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from autograder.course import Course, load_course
 from autograder.errors import GradingError
 from autograder.grading import prepare, record
-from autograder.grading.executor import Executor, Outcomes
+from autograder.grading.executor import Executor, open_executor
 from autograder.grading.model import GradeSummary, NotebookOutcome, Submission, SubmissionResult
 from autograder.grading.nbgrader_seam import AutogradeSteps, autograde_steps, execute_timeout
 from autograder.grading.options import GradeOptions
@@ -66,7 +67,7 @@ def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | Non
     """
     options = GradeOptions.of(options, force=True, progress=False)
     run = _Run.start(options, every_assignment=True)
-    if not getattr(run.executor, "streams", False):
+    if not run.executor.streams:
         raise GradingError(f"the {run.executor.name} executor grades batches, not a stream; "
                            "grade each batch with grade()")
     with run.course.gradebook() as gb:
@@ -109,10 +110,10 @@ class _Run:
         for, or every assignment with submissions."""
         started = time.monotonic()
         course = load_course(options.course_root, db_url=options.db_url)
-        if not options.execute:  # nbgrader's --no-execute: neither clear nor execute
+        executor = open_executor(options, course)  # the local one starts its template now
+        if not executor.executes:  # nbgrader's --no-execute: neither clear nor execute
             course.config.Execute.enabled = False
             course.config.ClearOutput.enabled = False
-        executor = _executor(options, course)  # the local one starts its template now
         if options.assignments:
             names = list(options.assignments)
         else:
@@ -151,39 +152,6 @@ class _Run:
     def summary(self, batch: _Batch) -> GradeSummary:
         return GradeSummary(results=tuple(batch.results), device=self.device,
                             seconds=time.monotonic() - self.started, timings=self.timings)
-
-
-def _executor(options: GradeOptions, course: Course) -> Executor:
-    if not options.execute:
-        return _AsSubmitted()
-    if options.executor == "slurm":
-        from autograder.grading.slurm.executor import SlurmExecutor
-
-        return SlurmExecutor(options, course)
-    from autograder.grading.local import LocalExecutor
-
-    return LocalExecutor(options)
-
-
-class _AsSubmitted:
-    """``--no-execute``: each notebook's outcome is the outputs it was submitted with."""
-
-    name = "none"
-
-    def probe(self) -> prepare.DeviceProbe:
-        return prepare.DeviceProbe(cuda_available=False, torch_version="(not executed)",
-                                   cuda_version=None)
-
-    def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
-                progress: ProgressBar, timings: dict[str, float]) -> None:
-        for submission in work:
-            if submission is None:  # only a streaming executor is handed a stream
-                raise GradingError("--no-execute grades batches, not a stream")
-            for nb_run in submission.notebooks:
-                outputs = {i: ([dict(o) for o in cell.outputs], cell.execution_count)
-                           for i, cell in enumerate(nb_run.nb.cells) if cell.cell_type == "code"}
-                outcomes.executed(submission, nb_run.name,
-                                  NotebookOutcome(outputs=outputs, executed=False))
 
 
 @dataclass

@@ -5,7 +5,7 @@
   out, and run nbgrader's sanitize preprocessors on each notebook the gradebook expects;
 - ``cell_kinds``: where each code cell runs, decided from the gradebook, never from the submission;
 - ``resolve_device``: the GPU rule; ``sandbox_env``/``checker_env``: the two processes' environments;
-- ``make_job``: a notebook's ``ExecutionJob``; ``companion_files``: what its sandbox gets besides it.
+- ``make_program``: a notebook's ``NotebookProgram``; ``companion_files``: what its sandbox gets besides it.
 
 Each function is the same for every executor.
 """
@@ -27,7 +27,14 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.course import Course
 from autograder.errors import DeviceError, GradingError
-from autograder.grading.model import GRADE, STUDENT, TRUSTED, ExecutionJob, NotebookRun, Submission
+from autograder.grading.model import (
+    GRADE,
+    STUDENT,
+    TRUSTED,
+    NotebookProgram,
+    NotebookRun,
+    Submission,
+)
 from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
 from autograder.grading.run_record import move_record_out
 
@@ -183,15 +190,15 @@ def checker_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
     return env
 
 
-def make_job(nb_run: NotebookRun, *, timeout: float | None, notebook_timeout: float | None,
-             device_used: str, allow_cpu: bool) -> ExecutionJob:
-    """The execution job of one sanitized notebook (the same on every machine)."""
+def make_program(nb_run: NotebookRun, *, timeout: float | None, notebook_timeout: float | None,
+             device_used: str, allow_cpu: bool) -> NotebookProgram:
+    """The program of one sanitized notebook (the same on every machine)."""
     cells = []
     for index, cell in enumerate(nb_run.nb.cells):
         if cell.cell_type == "code":
             kind = nb_run.kinds.get(index, STUDENT)
             cells.append((index, cell.source, _student_tags(cell) if kind == STUDENT else [], kind))
-    return ExecutionJob(cells=cells, timeout=timeout,
+    return NotebookProgram(cells=cells, timeout=timeout,
                         env=checker_env(device_used=device_used, allow_cpu=allow_cpu),
                         sandbox_env=sandbox_env(device_used=device_used),
                         notebook_timeout=notebook_timeout or None)
@@ -321,7 +328,7 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
              assignment: str, timeout: float | None, notebook_timeout: float | None,
              device_used: str, allow_cpu: bool, notebook: str | None = None) -> Submission:
     """Stage one submission's files and sanitize its notebooks with nbgrader's preprocessors; each
-    notebook gets its execution job."""
+    notebook gets its program."""
     logger = logging.getLogger(NBGRADER_LOGGER)
     final = course.step_dir("autograded", student, assignment)
     submission = Submission(
@@ -338,7 +345,7 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
     try:
         _sanitize_notebooks(course, steps, gb, submission, logger)
         for nb_run in submission.notebooks:
-            nb_run.job = make_job(nb_run, timeout=timeout, notebook_timeout=notebook_timeout,
+            nb_run.program = make_program(nb_run, timeout=timeout, notebook_timeout=notebook_timeout,
                                   device_used=device_used, allow_cpu=allow_cpu)
     except BaseException:
         discard_stage(submission.stage)

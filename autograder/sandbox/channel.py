@@ -1,6 +1,6 @@
 """The checker's end of the channel (trusted side): the student's objects as handles, values only between.
 
-``SandboxChannel`` talks to one sandboxed student process (``inside/kernel.py``) over a
+``SandboxChannel`` talks to one sandboxed student process (``inside/template.py``) over a
 ``SOCK_SEQPACKET`` socket with ``wire`` messages. Grade cells run here, in the trusted checker, and reach
 what the student defined through it:
 

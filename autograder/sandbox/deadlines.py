@@ -11,7 +11,7 @@ notebook), ``GradeOptions``' fields. From them, for a cell that started at t = 0
 3. ``checker_alarm_s`` = channel_wait_s + CHECKER_GRACE_S: the checker's own alarm around a grade cell,
    for a hidden check that hangs in the checker itself;
 4. ``parent_kill_s`` = timeout + PARENT_GRACE_S: the grading parent SIGKILLs the checker, which has
-   stopped reporting (``execute/workers.RunningNotebook``);
+   stopped reporting (``execute/forkserver.RunningNotebook``);
 5. ``cpu_rlimit_s``: the student's process gets RLIMIT_CPU = timeout × cells × CPU_FACTOR + CPU_SLACK_S
    (threads count toward it: a last stop if every clock above failed).
 

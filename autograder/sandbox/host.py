@@ -1,6 +1,6 @@
 """The host side of the sandbox (trusted): the bubblewrap policy, process limits, the warm sandboxes.
 
-One ``SandboxProcess`` per grading worker: ``bwrap`` around ``inside/kernel.py``, a template
+One ``SandboxProcess`` per grading worker: ``bwrap`` around ``inside/template.py``, a template
 that imports torch once and forks one child per notebook (see that file). The policy is one function,
 ``bwrap_command``, readable as a list:
 
@@ -35,8 +35,8 @@ from autograder.errors import GradingError
 from autograder.sandbox.inside import isolation, protocol, wire
 from autograder.sandbox.inside.protocol import Kind
 
-KERNEL_DIR = Path(__file__).resolve().parent / "inside"  # all that bubblewrap mounts of this package
-INSIDE_KERNEL_DIR = "/opt/autograder-sandbox"
+INSIDE_SOURCE = Path(__file__).resolve().parent / "inside"  # all that bubblewrap mounts of this package
+INSIDE_DIR = "/opt/autograder-sandbox"
 WORK_MB, TMP_MB = 512, 512
 START_TIMEOUT_S = 120.0
 SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace, and outside it as root
@@ -85,7 +85,7 @@ def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WOR
     if os.path.isdir(venv_python) and not any(venv_python.startswith(p + os.sep)
                                               for p in python_dirs()):
         args += ["--ro-bind", venv_python, venv_python]
-    args += ["--ro-bind", str(KERNEL_DIR), INSIDE_KERNEL_DIR, "--chdir", "/sandbox-work"]
+    args += ["--ro-bind", str(INSIDE_SOURCE), INSIDE_DIR, "--chdir", "/sandbox-work"]
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             args += ["--dev-bind", node, node]
@@ -114,11 +114,11 @@ def _driver_library_dirs() -> list[str]:
     return sorted(f for f in folders if f and not f.startswith("/usr/"))
 
 
-def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
+def template_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
     """The full command that starts one sandbox template (``control_fd``: its end of the control
     socket, inherited)."""
-    kernel = f"{INSIDE_KERNEL_DIR}/kernel.py" if sandboxed else str(KERNEL_DIR / "kernel.py")
-    program = [sys.executable, "-I", kernel, str(control_fd)]
+    script = f"{INSIDE_DIR}/template.py" if sandboxed else str(INSIDE_SOURCE / "template.py")
+    program = [sys.executable, "-I", script, str(control_fd)]
     if not sandboxed:
         return program
     program.append("--sandboxed")
@@ -133,7 +133,7 @@ def kernel_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
 
 def sandbox_code_folders() -> list[str]:
     """What bubblewrap binds from this machine that lies outside the system folders."""
-    folders = [*python_dirs(), str(KERNEL_DIR), os.path.join(sys.prefix, "bin")]
+    folders = [*python_dirs(), str(INSIDE_SOURCE), os.path.join(sys.prefix, "bin")]
     return sorted({os.path.realpath(f) for f in folders if os.path.isdir(f)})
 
 
@@ -318,7 +318,7 @@ class SandboxProcess:
             if self.memory is None:
                 self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
         self.process = subprocess.Popen(
-            kernel_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
+            template_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
             pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, env=_template_env(),
             preexec_fn=self._enter_cgroups if self.sandboxed else None)
@@ -390,7 +390,7 @@ class SandboxProcess:
         self.state = "dead"
         self.close(keep_log=True)
 
-    def start_job(self, job: protocol.Job,
+    def start_notebook(self, job: protocol.NotebookLaunch,
                   files: list[tuple[str, bytes]]) -> tuple[socket.socket, socket.socket]:
         """Hand one notebook to the template (``job["id"]`` is set here); return the checker's ends of
         the data and kill sockets."""

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from autograder.errors import CourseError
+from autograder.settings_model import setting
 
 FEEDBACK_LEVELS = ("tests", "score", "none")
 COUNTS = ("latest", "best")
@@ -42,14 +43,19 @@ class Policy:
     """One assignment's rules (times are naive UTC, like the store's)."""
 
     assignment: str
-    opens: datetime | None = None
-    due: datetime | None = None
-    max_submissions: int = 5
-    window_hours: float = 24.0
-    late: bool = False
-    counts: str = "latest"
-    feedback_before_due: str = "tests"
-    feedback_after_due: str = "tests"
+    opens: datetime | None = setting(None, None, "when submissions open (ISO 8601; no zone: UTC)")
+    due: datetime | None = setting(None, None, "the due date (default: nbgrader's due date of the "
+                                   "assignment)")
+    max_submissions: int = setting(5, None, "submissions per student in any `window_hours`")
+    window_hours: float = setting(24.0, None, "the sliding window of `max_submissions`, hours")
+    late: bool = setting(False, None, "accept after the due date (marked late)")
+    counts: str = setting("latest", None, "which notebook lands in `submitted/`: every accepted one, "
+                          "or only one that scores higher", choices=COUNTS)
+    feedback_before_due: str = setting("tests", None, "what a student sees before the due date: "
+                                       "every test with its message, the total, or only that it "
+                                       "was graded", choices=FEEDBACK_LEVELS)
+    feedback_after_due: str = setting("tests", None, "the same, after the due date",
+                                      choices=FEEDBACK_LEVELS)
 
     def feedback_level(self, now: datetime) -> str:
         return self.feedback_after_due if self.due is not None and now > self.due \

@@ -93,7 +93,7 @@ class TokenRow(_Base):
 
 
 @dataclass(frozen=True)
-class Job:
+class ClaimedSubmission:
     """A claimed submission, as the worker needs it (no ORM object crosses a session)."""
 
     id: int
@@ -183,7 +183,7 @@ class Store:
                 state="queued", claimed_by=None, started_at=None,
                 attempts=SubmissionRow.attempts - 1)))
 
-    def claim(self, worker: str, limit: int) -> list[Job]:
+    def claim(self, worker: str, limit: int) -> list[ClaimedSubmission]:
         """Up to ``limit`` queued submissions, fair: at most one per student (and none of a student
         with one running), lowest round first (a student's first pending submission before anyone's
         second), then oldest."""
@@ -212,7 +212,7 @@ class Store:
                     row = s.get(SubmissionRow, row_id)
                     if row is None:  # this transaction has just updated it
                         raise LookupError(f"submission {row_id} is gone while being claimed")
-                    jobs.append(Job(row.id, row.student, row.assignment, row.notebook,
+                    jobs.append(ClaimedSubmission(row.id, row.student, row.assignment, row.notebook,
                                     row.content, row.received_at))
             return jobs
 

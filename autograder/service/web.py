@@ -287,10 +287,10 @@ class ApiSubmissions(_Json):
 
 class ApiSubmission(_Json):
     @_logged_in
-    def get(self, job_id: str) -> None:
-        row = _own(self, int(job_id))
+    def get(self, submission_id: str) -> None:
+        row = _own(self, int(submission_id))
         if row is None:
-            return self._error(404, f"no submission {job_id} of yours")
+            return self._error(404, f"no submission {submission_id} of yours")
         self.write_json(submission_view(row, self.service, self.store, self.now()))
 
 
@@ -302,9 +302,9 @@ class ApiQueue(_Json):
         self.write_json(queue_view(self.service, self.store))
 
 
-def _own(handler: _Base, job_id: int) -> SubmissionRow | None:
+def _own(handler: _Base, submission_id: int) -> SubmissionRow | None:
     """The submission if the user may see it (their own, or any for instructors)."""
-    row = handler.store.get(job_id)
+    row = handler.store.get(submission_id)
     me = handler.me()
     if row is None or (row.student != me.name and not me.instructor):
         return None
@@ -345,10 +345,10 @@ class IndexPage(_Base):
 
 class SubmissionPage(_Base):
     @_logged_in
-    def get(self, job_id: str) -> None:
-        row = _own(self, int(job_id))
+    def get(self, submission_id: str) -> None:
+        row = _own(self, int(submission_id))
         if row is None:
-            return self.page("missing.html", 404, what=f"submission {job_id}")
+            return self.page("missing.html", 404, what=f"submission {submission_id}")
         self.page("submission.html",
                   submission=submission_view(row, self.service, self.store, self.now()))
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course import load_course
-from autograder.grading import GradeOptions, SubmissionResult, grade, grade_stream
+from autograder.grading import GradeOptions, SubmissionResult, executor_class, grade, grade_stream
 from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.results import graded_feedback
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import Job, Store, default_url
+from autograder.service.store import ClaimedSubmission, Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
 log = logging.getLogger("autograder.service.worker")
@@ -63,7 +63,7 @@ class Worker:
         self.course = load_course(options.course_root)
         self.settings = ServiceSettings.of(self.course)
         self.workspace = Workspace(self.course, Path(options.state_dir) / "workspace")
-        self.inflight: dict[tuple[str, str], Job] = {}
+        self.inflight: dict[tuple[str, str], ClaimedSubmission] = {}
         self.grading = GradeOptions.of(**options.grading)  # checked now: a wrong setting stops the start
 
     def run(self, stop: threading.Event) -> None:
@@ -74,7 +74,7 @@ class Worker:
         while not stop.is_set():
             self.workspace.prepare()
             grade_options = self._grade_options()
-            if self.grading.executor == "local":
+            if executor_class(self.grading.executor).streams:
                 grade_stream(grade_options, self._requests(stop), self._settled)
             else:
                 self._batch(grade_options, stop)
@@ -102,7 +102,7 @@ class Worker:
                 self._stage(job)
                 yield (job.student, job.assignment)
 
-    def _stage(self, job: Job) -> None:
+    def _stage(self, job: ClaimedSubmission) -> None:
         self.inflight[(job.student, job.assignment)] = job
         self.workspace.put(job.student, job.assignment, job.notebook, job.content,
                            nbgrader_timestamp(job.received_at))
@@ -117,7 +117,7 @@ class Worker:
             log.exception("recording submission %d", job.id)
             self.store.fail(job.id, self.id, f"the service could not record this grade ({error})")
 
-    def _record(self, job: Job, result: SubmissionResult) -> None:
+    def _record(self, job: ClaimedSubmission, result: SubmissionResult) -> None:
         if result.status != "graded":
             why = "; ".join(result.reasons) or f"not graded ({result.status})"
             self.store.fail(job.id, self.id, why)
@@ -132,7 +132,7 @@ class Worker:
                              feedback=feedback):
             self._land_if_best(job, result.score)
 
-    def _land_if_best(self, job: Job, score: float | None) -> None:
+    def _land_if_best(self, job: ClaimedSubmission, score: float | None) -> None:
         """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""
         if self.settings.policy(job.assignment).counts != "best":
             return

@@ -1,10 +1,10 @@
 """The checker (trusted side): one notebook, student cells in the sandbox, grade cells here.
 
-This module runs in a child forked from the warm template process (see ``workers.py``); the child is the
+This module runs in a child forked from the warm template process (see ``forkserver.py``); the child is the
 *checker*, and it never runs student code. For each code cell in order:
 
 - a **student** cell (a solution cell, or any cell the student added) is sent to the sandboxed student
-  process (``autograder/sandbox/inside/kernel.py``) and its outputs come back as data;
+  process (``autograder/sandbox/inside/template.py``) and its outputs come back as data;
 - a **trusted** cell (locked, not graded: the instructor's imports and helpers, restored from the
   gradebook by nbgrader's sanitize step) runs in the sandbox; its top-level imports also run here, so
   grade cells use the checker's own ``torch``, ``np``, ``TypeCheckError``, which the student cannot
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from autograder.grading.execute.confine import confine
 from autograder.grading.execute.limits import ExecutionLimits
 from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
-from autograder.grading.model import GRADE, TRUSTED, ExecutionJob
+from autograder.grading.model import GRADE, TRUSTED, NotebookProgram
 from autograder.sandbox import channel
 from autograder.sandbox.deadlines import Deadlines
 from autograder.sandbox.inside import shell
@@ -55,11 +55,11 @@ class Event(StrEnum):
     DONE = "done"  # (info)
 
 
-def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scratch: str,
+def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str, scratch: str,
                  conn: Connection, data: socket.socket, kill: socket.socket) -> None:
-    """Checker entry point: execute ``job.cells`` in order in ``workdir``, streaming ``Event`` s to
+    """Checker entry point: execute ``program.cells`` in order in ``workdir``, streaming ``Event`` s to
     ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it)."""
-    _apply_limits(job, limits, workdir)
+    _apply_limits(program, limits, workdir)
     if limits.confined:
         try:
             confine(workdir=workdir, scratch=scratch, hidden=limits.hidden)
@@ -87,20 +87,20 @@ def run_notebook(job: ExecutionJob, limits: ExecutionLimits, workdir: str, scrat
     names = _Names(checker_shell.user_ns)
     sandbox.before_request = lambda: _sync_names(sandbox, names)
     count: int | None = 0
-    for index, source, tags, kind in job.cells:
+    for index, source, tags, kind in program.cells:
         if not source.strip() or shell.SKIP_TAG in tags:
             continue
         conn.send((Event.START, index))
         recorder.clear()
         try:
             if kind == GRADE:
-                _run_grade_cell(checker_shell, recorder, sandbox, names, source, job.timeout)
+                _run_grade_cell(checker_shell, recorder, sandbox, names, source, program.timeout)
                 outputs, count = recorder.outputs, checker_shell.execution_count - 1
             else:
-                outputs, count = sandbox.run_cell(source, job.timeout)
+                outputs, count = sandbox.run_cell(source, program.timeout)
                 kept.take(sandbox, conn)
                 if kind == TRUSTED:
-                    _run_quietly(checker_shell, recorder, _imports_only(source), job.timeout)
+                    _run_quietly(checker_shell, recorder, _imports_only(source), program.timeout)
                     names.mark_trusted()
                     names.mark_own()
         except channel.SandboxDied as died:
@@ -345,12 +345,12 @@ def _merge(recorder: shell.Recorder, outputs: list[dict[str, Any]]) -> None:
         recorder.stream(text["name"], text["text"])
 
 
-def _apply_limits(job: ExecutionJob, limits: ExecutionLimits, workdir: str) -> None:
+def _apply_limits(program: NotebookProgram, limits: ExecutionLimits, workdir: str) -> None:
     try:  # die with the template (which dies with the grading process): no orphans after SIGKILL
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - non-Linux
         pass
-    os.environ.update(job.env)
+    os.environ.update(program.env)
     os.chdir(workdir)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(max(1, limits.threads))

@@ -10,7 +10,7 @@ a Slurm node) it becomes, under names that say what each applies to:
 - ``checker_rss_bytes``: the parent's watchdog on the checker, a backstop above the limit so the
   student's own MemoryError (a graceful 0 for that cell) comes first.
 
-``job_message`` puts them into the sandbox's ``protocol.Job``; nothing renames them on the way.
+``launch_message`` puts them into the sandbox's ``protocol.NotebookLaunch``; nothing renames them on the way.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autograder.grading.model import ExecutionJob
+from autograder.grading.model import NotebookProgram
 from autograder.sandbox.deadlines import Deadlines
 
 if TYPE_CHECKING:
-    from autograder.sandbox.inside.protocol import Job
+    from autograder.sandbox.inside.protocol import NotebookLaunch
 
 
 @dataclass(frozen=True)
-class TemplateProbe:
+class ForkserverProbe:
     """What a fresh child of the template sees: its footprint (the baseline the per-submission memory
     limit is added to) and the torch build, so the parent never has to import torch itself."""
 
@@ -68,7 +68,7 @@ def sandbox_memory_bytes(memory_limit_gb: float | None) -> int | None:
     return int(memory_limit_gb * 2**30) + TEMPLATE_ALLOWANCE + sum(NOTEBOOK_TMPFS_BYTES.values())
 
 
-def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, device_used: str,
+def execution_limits(probe: ForkserverProbe, *, memory_limit_gb: float | None, device_used: str,
                      workers: int, cpus: int, confined: bool = True,
                      hidden: tuple[str, ...] = ()) -> ExecutionLimits:
     """``memory_limit_gb`` on top of what a fresh child of the template uses (``probe``); ``cpus``
@@ -85,11 +85,11 @@ def execution_limits(probe: TemplateProbe, *, memory_limit_gb: float | None, dev
                            confined=confined, hidden=tuple(hidden))
 
 
-def job_message(job: ExecutionJob, limits: ExecutionLimits) -> Job:
-    """What the sandbox template applies to the student's process for ``job`` (its id is the
+def launch_message(program: NotebookProgram, limits: ExecutionLimits) -> NotebookLaunch:
+    """What the sandbox template applies to the student's process for ``program`` (its id is the
     sandbox's to set)."""
-    cpu = Deadlines(job.timeout, cells=len(job.cells)).cpu_rlimit_s  # sandbox/deadlines.py, step 5
-    return {"id": 0, "env": dict(job.sandbox_env), "threads": limits.threads,
+    cpu = Deadlines(program.timeout, cells=len(program.cells)).cpu_rlimit_s  # sandbox/deadlines.py, step 5
+    return {"id": 0, "env": dict(program.sandbox_env), "threads": limits.threads,
             "student_rss_bytes": limits.student_rss_bytes,
             "rlimits": {"as": limits.student_address_space_bytes, "fsize": FILE_SIZE_BYTES,
                         "nproc": STUDENT_PROCESSES, "cpu": cpu, "core": 0}}

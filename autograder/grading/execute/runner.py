@@ -5,15 +5,15 @@ Shared by the local executor (``grading/local.py``) and by an array task on a Sl
 same limits (``execution_limits``, from the warm template's footprint on that machine), the same device
 rule. The caller owns the queue and decides what a finished notebook means::
 
-    limits = execution_limits(workers.probe_template(), memory_limit_gb=4, ...)
+    limits = execution_limits(forkserver.probe_forkserver(), memory_limit_gb=4, ...)
     with sandboxes(pool):                          # start every sandbox now, close them at the end
         wait_for_a_sandbox(pool)
         runner = NotebookRunner(pool, limits=limits)
         while queue or runner.running:
             free = runner.free_sandboxes()        # read the sandboxes' reports, restart dead ones
             while queue and free:
-                tag, job, workdir, files = queue.popleft()
-                runner.start(free.pop(), tag, job=job, workdir=workdir, files=files)
+                tag, program, workdir, files = queue.popleft()
+                runner.start(free.pop(), tag, program=program, workdir=workdir, files=files)
             runner.wait(0.2)                       # a message, an exit, or a sandbox report
             for tag, outcome in runner.finished():
                 ...                                # a NotebookOutcome
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.errors import GradingError
-from autograder.grading.execute import workers
-from autograder.grading.execute.limits import ExecutionLimits, job_message
-from autograder.grading.model import ExecutionJob, NotebookOutcome
+from autograder.grading.execute import forkserver
+from autograder.grading.execute.limits import ExecutionLimits, launch_message
+from autograder.grading.model import NotebookOutcome, NotebookProgram
 from autograder.sandbox.host import SandboxProcess
 
 CLEAN_UP_S = 15.0  # a sandbox must report its clean-up this soon after its notebook's checker ended
@@ -40,13 +40,13 @@ CLEAN_UP_S = 15.0  # a sandbox must report its clean-up this soon after its note
 @dataclass
 class _Slot:
     tag: Any  # the caller's handle for this notebook
-    run: workers.RunningNotebook
+    run: forkserver.RunningNotebook
     box: SandboxProcess
 
 
 class NotebookRunner:
     """Starts one checker child per notebook beside a free sandbox of ``pool``, watches it (time and
-    memory limits: ``workers.RunningNotebook``) and hands back each run once it is finished.
+    memory limits: ``forkserver.RunningNotebook``) and hands back each run once it is finished.
 
     ``start_sandbox(box)`` starts (or restarts) one sandbox of the pool; default ``box.start()``."""
 
@@ -73,15 +73,15 @@ class NotebookRunner:
         held = {id(slot.box) for slot in self.running}
         return [box for box in self.pool if box.state == "ready" and id(box) not in held]
 
-    def start(self, box: SandboxProcess, tag: Any, *, job: ExecutionJob, workdir: str,
-              files: Callable[[], list[tuple[str, bytes]]]) -> workers.RunningNotebook:
+    def start(self, box: SandboxProcess, tag: Any, *, program: NotebookProgram, workdir: str,
+              files: Callable[[], list[tuple[str, bytes]]]) -> forkserver.RunningNotebook:
         """Hand one notebook to ``box`` and fork its checker in ``workdir``. ``files()``: the
-        companion files the student's process gets. A sandbox that cannot take the job makes a run
+        companion files the student's process gets. A sandbox that cannot take the program makes a run
         that is already finished, with the reason (it ran no cell: nothing is recorded from it)."""
-        run = workers.RunningNotebook(key=tag, job=job, limits=self.limits, workdir=workdir)
+        run = forkserver.RunningNotebook(key=tag, program=program, limits=self.limits, workdir=workdir)
         self.running.append(_Slot(tag, run, box))
         try:
-            run.sockets = box.start_job(job_message(job, self.limits), files())
+            run.sockets = box.start_notebook(launch_message(program, self.limits), files())
         except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
             run.exited, run.reason = True, f"the sandbox could not take it ({error})"
             run.started = time.monotonic()
@@ -91,7 +91,7 @@ class NotebookRunner:
 
     def wait(self, timeout: float = 0.2) -> None:
         """Block until a checker or a sandbox has something to say, or ``timeout`` seconds pass."""
-        workers.wait_any([slot.run for slot in self.running], timeout=timeout,
+        forkserver.wait_any([slot.run for slot in self.running], timeout=timeout,
                          extra=[box.control for box in self.pool if box.control is not None])
 
     def finished(self) -> list[tuple[Any, NotebookOutcome]]:

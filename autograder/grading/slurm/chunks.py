@@ -9,7 +9,8 @@ slurm`` is built on it like this::
     from dataclasses import dataclass
     from pathlib import Path
 
-    from autograder.grading.slurm.chunks import load_slurm_options, run_chunks, write_result
+    from autograder.grading.remote.work import write_result
+    from autograder.grading.slurm.chunks import load_slurm_options, run_chunks
 
     @dataclass(frozen=True)
     class Work:                      # picklable; `key` is stable across runs
@@ -72,7 +73,6 @@ import json
 import logging
 import os
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -81,22 +81,20 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 from autograder.errors import SlurmError
 from autograder.grading.options import SlurmOptions as SlurmOptions  # re-exported
 from autograder.grading.options import load_slurm_options as load_slurm_options  # re-exported
 from autograder.grading.progress import ProgressBar
+from autograder.grading.remote.work import RESULT_SUFFIX, RESULTS_DIR, result_path
 
 if TYPE_CHECKING:
     import submitit
 
 T = TypeVar("T")
 
-RESULTS_DIR = "results"
 SUBMITIT_DIR = "submitit"
 MANIFEST = "chunks.jsonl"
-RESULT_SUFFIX = ".result"
 
 # Slurm job states (squeue %T, sacct State) and what they mean here.
 WAITING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "CONFIGURING",
@@ -106,31 +104,6 @@ LOST = "LOST"  # neither squeue nor sacct knows the job and it left no result pi
 SETTLE_POLLS = 2  # a job must look finished this many polls in a row before its chunk fails
 
 logger = logging.getLogger("autograder.slurm")
-
-
-def result_path(results_dir: Path | str, key: str) -> Path:
-    """Where the result of item ``key`` lives (the key, percent-quoted, is the file name)."""
-    if not key:
-        raise ValueError("an item key must be a non-empty string")
-    return Path(results_dir) / f"{quote(key, safe='')}{RESULT_SUFFIX}"
-
-
-def write_result(results_dir: Path | str, key: str, data: bytes | str) -> Path:
-    """Write item ``key``'s result atomically (a temporary file in the same folder, then
-    ``os.replace``): a reader sees the whole file or none, even if the job is killed mid-write."""
-    final = result_path(results_dir, key)
-    payload = data.encode() if isinstance(data, str) else data
-    fd, temporary = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(payload)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return final
 
 
 @dataclass(frozen=True)

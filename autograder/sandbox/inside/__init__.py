@@ -1,10 +1,10 @@
 """What runs inside the sandbox (untrusted side): bubblewrap mounts exactly this folder, read-only.
 
-Its modules import one another as top-level modules (``import wire``) when ``kernel.py`` runs as a
+Its modules import one another as top-level modules (``import wire``) when ``template.py`` runs as a
 script in the sandbox, and as this package from the trusted side; they import nothing else of
 ``autograder`` (tests/test_trust_boundary.py reads every import, dynamic ones by literal included).
 
-``kernel.py`` is the sandbox's program and nothing trusted imports it. The other modules are shared:
+``template.py`` is the sandbox's program and nothing trusted imports it. The other modules are shared:
 their code runs on both sides of the boundary, and ``SHARED`` names the only trusted modules (or
 packages) that may import each one (the same test holds the trusted side to it).
 """

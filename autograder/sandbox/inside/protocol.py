@@ -2,7 +2,7 @@
 
 Runs on both sides of the trust boundary: the trusted checker imports it as
 ``autograder.sandbox.inside.protocol`` (``autograder/sandbox/channel.py``), the sandboxed student
-process as a top-level module next to ``kernel.py`` (bubblewrap mounts only this folder). Standard
+process as a top-level module next to ``template.py`` (bubblewrap mounts only this folder). Standard
 library only; torch is imported lazily, where a mirrored tensor is touched.
 
 A message is a ``wire`` message (JSON header + raw blobs). Its header is one of the ``TypedDict`` s
@@ -81,7 +81,7 @@ class Failure(StrEnum):
 # what FILES hands back at most (the rest is left out, and said so)
 FILE_BYTES, FILES_BYTES, FILES_COUNT = 16 * 2**20, 64 * 2**20, 1000
 
-# the fresh tmpfs of every notebook (mount point -> bytes; isolation.py), unless its Job says otherwise
+# the fresh tmpfs of every notebook (mount point -> bytes; isolation.py), unless its NotebookLaunch says otherwise
 NOTEBOOK_TMPFS_BYTES = {"/tmp": 512 * 2**20, "/sandbox-work": 512 * 2**20, "/dev/shm": 256 * 2**20}
 
 # request fields sent as plain JSON; every other field is a ``wire``-encoded value
@@ -119,7 +119,7 @@ class Exited(TypedDict):
     status: dict  # how (an ``ExitHow``), code / signal / rss / limit / count, seconds
 
 
-class Job(TypedDict):
+class NotebookLaunch(TypedDict):
     """What the host sends the template for one notebook (control socket, with the two sockets)."""
 
     id: int

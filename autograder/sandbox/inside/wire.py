@@ -30,6 +30,26 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 HEADER, BLOB = b"H", b"B"
+
+# The value vocabulary: every "$" tag a tree may carry, and what it stands for. Encoder produces
+# them, Decoder accepts only them (anything else is a WireError); tests/test_wire_codec.py round-trips
+# a value of each through a real socket.
+TAGS: dict[str, str] = {
+    "bigint": "an int of 64 bits or more (JSON numbers would lose digits)",
+    "float": "a non-finite float: nan, inf, -inf",
+    "complex": "a complex number",
+    "bytes": "bytes, as a blob",
+    "tuple": "a tuple", "list": "a list", "dict": "a dict (keys of any plain kind)",
+    "set": "a set", "frozenset": "a frozenset",
+    "slice": "a slice", "ellipsis": "Ellipsis", "range": "a range",
+    "tensor": "a torch.Tensor / nn.Parameter: its storage as a blob plus the view's metadata",
+    "dtype": "a torch.dtype", "device": "a torch.device", "size": "a torch.Size",
+    "ndarray": "a numpy.ndarray or np.memmap", "npscalar": "a numpy scalar",
+    "npdtype": "a numpy.dtype", "nptype": "a numpy scalar type (np.float32)",
+    "path": "a pathlib path, or an absolute path string, with the file's bytes when attached",
+    "ref": "a handle to an object that stays on the sender's side",
+    "local": "a handle the receiver made itself, coming back",
+}
 PACKET = 64 * 1024  # payload bytes per packet (well under the default socket buffer)
 MAX_MESSAGE = 512 * 2**20  # a message larger than this is refused (a flood, not an answer)
 MAX_HEADER = 32 * 2**20
@@ -332,6 +352,8 @@ class Decoder:
         if type(tree) is not dict:
             raise WireError(f"unexpected JSON {type(tree).__name__}")
         kind = tree.get("$")
+        if kind not in TAGS:
+            raise WireError(f"unknown value kind {kind!r}")
         sub = lambda v: self.decode(v, depth + 1)  # noqa: E731
         if kind == "bigint":
             return int(tree["v"])

@@ -30,9 +30,9 @@ from typing import Any
 from unittest import mock
 
 from autograder.grading.execute.checker import Event, run_notebook
-from autograder.grading.execute.limits import ExecutionLimits, TemplateProbe
+from autograder.grading.execute.limits import ExecutionLimits, ForkserverProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
-from autograder.grading.model import ExecutionJob, NotebookOutcome
+from autograder.grading.model import NotebookOutcome, NotebookProgram
 from autograder.sandbox.deadlines import Deadlines
 from autograder.sandbox.inside.protocol import Failure
 
@@ -69,7 +69,7 @@ def _start(process: multiprocessing.process.BaseProcess) -> None:
         process.start()
 
 
-def start_template() -> None:
+def start_forkserver() -> None:
     """Start the template process now (imports take a second or two) rather than at the first fork."""
     _context()
     from multiprocessing import forkserver
@@ -77,14 +77,14 @@ def start_template() -> None:
     forkserver.ensure_running()
 
 
-def probe_template() -> TemplateProbe:
+def probe_forkserver() -> ForkserverProbe:
     """Fork one child from the template and ask it (waits for the template's imports)."""
     ctx = _context()
     parent_end, child_end = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_report_probe, args=(child_end,), daemon=True)
     _start(process)
     child_end.close()
-    probe: TemplateProbe = parent_end.recv()
+    probe: ForkserverProbe = parent_end.recv()
     process.join()
     return probe
 
@@ -95,7 +95,7 @@ def _report_probe(conn: Connection) -> None:
     with open("/proc/self/statm") as handle:
         size, resident = (int(x) * _PAGE for x in handle.read().split()[:2])
     # NVML-based check (PYTORCH_NVML_BASED_CUDA_CHECK=1): no CUDA context is created
-    conn.send(TemplateProbe(size, resident, torch.cuda.is_available(), torch.__version__,
+    conn.send(ForkserverProbe(size, resident, torch.cuda.is_available(), torch.__version__,
                             torch.version.cuda))
     conn.close()
 
@@ -114,7 +114,7 @@ class RunningNotebook:
     """One child executing one notebook, and everything it has reported so far."""
 
     key: Any
-    job: ExecutionJob
+    program: NotebookProgram
     limits: ExecutionLimits
     workdir: str
     # the checker's ends of the sandbox's data and kill sockets
@@ -137,12 +137,12 @@ class RunningNotebook:
         ctx = _context()
         parent_end, child_end = ctx.Pipe(duplex=False)
         if self.sockets is None:
-            raise RuntimeError("the sandbox's sockets are not set (start_job first)")
+            raise RuntimeError("the sandbox's sockets are not set (start_notebook first)")
         data, kill = self.sockets
         # the checker's temporary folder is this process's: removed in close(), whatever the checker did
         self.scratch = tempfile.mkdtemp(prefix="autograder-checker-")
         self.process = ctx.Process(target=run_notebook,
-                                   args=(self.job, self.limits, self.workdir, self.scratch,
+                                   args=(self.program, self.limits, self.workdir, self.scratch,
                                          child_end, data, kill), daemon=True)
         self.started = time.monotonic()
         _start(self.process)
@@ -220,7 +220,7 @@ class RunningNotebook:
         self._enforce_limits()
 
     def _enforce_limits(self) -> None:
-        limits = Deadlines(self.job.timeout, self.job.notebook_timeout)
+        limits = Deadlines(self.program.timeout, self.program.notebook_timeout)
         whole = limits.notebook_s
         if whole and time.monotonic() - self.started > whole:
             self._kill(Failure.NOTEBOOK_TIMEOUT,

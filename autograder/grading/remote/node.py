@@ -1,18 +1,15 @@
-"""An array task of ``grade --executor slurm`` (trusted side, on a compute node): execute a chunk.
+"""What runs on another machine (trusted side, a node of any backend): execute a chunk of work.
 
-``grade_chunk`` is what ``executor.SlurmExecutor`` hands to ``run_chunks``: submitit unpickles it
-and its ``SubmissionWork`` items on a compute node and calls it there. It executes the notebooks
-exactly as local grading does (``execute/runner.py``: the warm template, a pool of bubblewrap
-sandboxes, one checker child per notebook, limits measured on this node) and writes one JSON result
-per submission to the shared results folder with ``write_result``:
+``grade_chunk(chunk, results_dir, task=...)`` is what a backend runs there (the Slurm backend: in an
+array task, with its ``SubmissionWork`` items). It executes the notebooks exactly as local
+grading does (``execute/runner.py``: the warm checker template, a pool of bubblewrap sandboxes, one
+checker child per notebook, limits measured on this machine) and writes one result per submission
+to the shared results folder (``work.write_result``; the format is ``work.py``'s).
 
-    {"key": ..., "host": ..., "task": "<array job>_<task>", "device": "cpu",
-     "started": <epoch>, "ready": <epoch: first sandbox ready>,
-     "notebooks": {"<name>": <NotebookOutcome.to_json()>}}
-    {"key": ..., "error": "<why nothing ran>"}            (a node that cannot grade the chunk)
-
-It imports neither nbformat nor nbgrader: checking, scoring and recording stay in the instructor's
-process, the only gradebook writer.
+The backend says, through ``task`` (a picklable callable run on the node), which task this is, how
+many CPUs it was given and which signals mean "the scheduler is stopping this task". It imports
+neither nbformat nor nbgrader: checking, scoring and recording stay in the instructor's process,
+the only gradebook writer.
 """
 
 from __future__ import annotations
@@ -33,11 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from autograder.errors import GradingError
-from autograder.grading.execute import workers
+from autograder.grading.execute import forkserver
 from autograder.grading.execute.limits import execution_limits, sandbox_memory_bytes
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
-from autograder.grading.model import ExecutionJob
-from autograder.grading.slurm.chunks import write_result
+from autograder.grading.remote.work import NotebookWork, SubmissionWork, write_result
 from autograder.sandbox.host import SandboxProcess
 
 if TYPE_CHECKING:
@@ -49,30 +45,21 @@ SETTLE_S = 1.0  # a run that ended abnormally is written this much later (see gr
 
 
 @dataclass(frozen=True)
-class NotebookWork:
-    """One notebook to execute: its name and job (where it runs and its limits are the node's)."""
+class NodeTask:
+    """What the backend knows about the task this chunk runs in (computed on the node)."""
 
-    name: str
-    job: ExecutionJob
-
-
-@dataclass(frozen=True)
-class SubmissionWork:
-    """One submission, everything a node needs to execute it (picklable; no path of this machine)."""
-
-    key: str  # assignment/student/digest of everything below and of the grading code
-    student: str
-    assignment: str
-    notebooks: tuple[NotebookWork, ...]
-    files: tuple[tuple[str, bytes], ...]  # companion files (relative path, bytes)
-    device: str  # "cpu" or "cuda": decided by the instructor's process, checked on the node
-    memory_limit_gb: float | None
-    sandboxed: bool
-    workers: int | None  # notebooks at once on the node (None: the task's CPUs)
-    environ: tuple[tuple[str, str], ...] = ()  # PASSED_ENV as the instructor's process has them
+    id: str  # the backend's name for the task (Slurm: "<array job>_<task>")
+    cpus: int  # the CPUs the task was given
+    stop_signals: tuple[int, ...] = ()  # signals by which the scheduler stops the task
 
 
-def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
+def local_task() -> NodeTask:
+    """A task outside any scheduler: this process's CPUs, SIGTERM stops it."""
+    return NodeTask(id="", cpus=len(os.sched_getaffinity(0)), stop_signals=(signal.SIGTERM,))
+
+
+def grade_chunk(chunk: list[SubmissionWork], results_dir: Path, *,
+                task: Callable[[], NodeTask] = local_task) -> None:
     """Execute every notebook of ``chunk`` (runs inside one array task, on its node); write one
     result per submission with ``write_result`` as soon as its notebooks are done.
 
@@ -80,21 +67,22 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
     notebook, limits measured here. The device decision comes with the items: a node without CUDA
     for a "cuda" chunk writes a failed result per submission (with the reason) and runs nothing.
     A notebook that ended abnormally (a crash, a kill) is written ``SETTLE_S`` later and only if
-    Slurm has not signalled this task meanwhile: scancel, preemption and the time-limit warning
-    signal every process of the task, and a student must not score 0 for a job Slurm stopped."""
+    the scheduler has not signalled this task meanwhile (``task().stop_signals``; Slurm's scancel,
+    preemption and time-limit warning signal every process of the task): a student must not score
+    0 for a task the scheduler stopped."""
     started = time.time()
     first = chunk[0]
     os.environ.update(dict(first.environ))
     host = socket.gethostname()
-    task = _task_id()
-    workers.start_template()
+    this = task()
+    forkserver.start_forkserver()
     pool = [SandboxProcess(sandboxed=first.sandboxed, gpu=first.device == "cuda",
                            memory_bytes=sandbox_memory_bytes(first.memory_limit_gb))
-            for _ in range(max(1, min(first.workers or _task_cpus(),
+            for _ in range(max(1, min(first.workers or this.cpus,
                                      sum(len(work.notebooks) for work in chunk))))]
-    with (_Stopping() as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,
+    with (_Stopping(this.stop_signals) as stopping, tempfile.TemporaryDirectory(prefix="autograder-node-") as scratch,
           sandboxes(pool)):  # the sandboxes import torch while the template does
-        probe = workers.probe_template()
+        probe = forkserver.probe_forkserver()
         _log(f"{len(chunk)} submission(s) on {host}; warm template in {time.time() - started:.1f} s")
         if first.device == "cuda" and not probe.cuda_available:
             why = (f"node {host} has no CUDA device for this GPU-graded chunk (torch "
@@ -104,12 +92,12 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
                 write_result(results_dir, work.key, json.dumps({"key": work.key, "error": why}))
             return
         limits = execution_limits(probe, memory_limit_gb=first.memory_limit_gb,
-                                  device_used=first.device, workers=len(pool), cpus=_task_cpus(),
+                                  device_used=first.device, workers=len(pool), cpus=this.cpus,
                                   confined=first.sandboxed,
                                   hidden=(os.path.realpath(results_dir),))
         wait_for_a_sandbox(pool)
         _log(f"{len(pool)} sandbox(es), the first ready after {time.time() - started:.1f} s")
-        node = {"key": "", "host": host, "task": task, "device": first.device,
+        node = {"key": "", "host": host, "task": this.id, "device": first.device,
                 "started": started, "ready": time.time()}
         queue: deque[tuple[SubmissionWork, NotebookWork, str]] = deque()
         for number, work in enumerate(chunk):
@@ -122,12 +110,12 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
         try:
             while queue or runner.running or due:
                 if stopping.signal:
-                    raise GradingError(f"Slurm stopped this task ({stopping.signal}); the "
+                    raise GradingError(f"the scheduler stopped this task ({stopping.signal}); the "
                                        "results written before are kept")
                 free = runner.free_sandboxes()
                 while queue and free:
                     work, notebook, workdir = queue.popleft()
-                    runner.start(free.pop(), (work, notebook.name), job=notebook.job,
+                    runner.start(free.pop(), (work, notebook.name), program=notebook.program,
                                  workdir=workdir, files=functools.partial(list, work.files))
                 runner.wait(timeout=0.2)
                 for (work, name), outcome in runner.finished():
@@ -147,20 +135,8 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path) -> None:
 
 
 def _log(message: str) -> None:
-    """One line in the array task's log (submitit's ``*_log.err``), with the time."""
+    """One line in the task's log (its stderr, which the backend keeps), with the time."""
     print(f"autograder {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-
-def _task_id() -> str:
-    """submitit's id of this array task ("<array job>_<task>"), or the plain job id."""
-    array, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{index}" if array and index else os.environ.get("SLURM_JOB_ID", "")
-
-
-def _task_cpus() -> int:
-    """The CPUs Slurm gave this task (all this process may use when run outside Slurm)."""
-    given = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    return int(given) if given.isdigit() and int(given) > 0 else len(os.sched_getaffinity(0))
 
 
 def _write_files(workdir: Path, files: Sequence[tuple[str, bytes]]) -> None:
@@ -175,19 +151,18 @@ def _write_files(workdir: Path, files: Sequence[tuple[str, bytes]]) -> None:
 
 
 class _Stopping:
-    """Notices Slurm stopping this task — SIGTERM (scancel, preemption) and SIGUSR2 (submitit's
-    time-limit warning) — and passes each signal on to the handler it found (submitit's, which ends
-    the task on SIGUSR2). Only the main thread can set handlers; elsewhere it watches nothing."""
+    """Notices the scheduler stopping this task (``signals``) and passes each signal on to the
+    handler it found (a backend's own, e.g. one that ends the task). Only the main thread can set handlers;
+    elsewhere it watches nothing."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
-
-    def __init__(self) -> None:
+    def __init__(self, signals: tuple[int, ...]) -> None:
+        self.signals = signals
         self.signal: str | None = None
         self._previous: dict[int, _Handler] = {}
 
     def __enter__(self) -> _Stopping:
         if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
+            for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

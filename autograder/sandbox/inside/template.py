@@ -1,7 +1,7 @@
 """The student side of grading: runs inside the sandbox, executes the submission's cells, answers the
 checker's requests with plain values.
 
-Started once per grading worker as ``python -I kernel.py <control-fd>`` (inside bubblewrap; see
+Started once per grading worker as ``python -I template.py <control-fd>`` (inside bubblewrap; see
 ``autograder/sandbox/host.py``), it is a *template*: it imports torch and friends once, makes itself
 non-dumpable (no ptrace, no /proc/<pid>/mem from its children), then for every notebook
 
@@ -36,8 +36,8 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, KERNEL_DIR)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 if TYPE_CHECKING:  # the same files, under the names mypy checks them by (this package's)
     from . import drivers, isolation, protocol, shell, wire
@@ -682,7 +682,7 @@ ISOLATED = False  # each notebook in its own user + PID namespace (isolation.py)
 
 
 def main() -> None:
-    """``kernel.py <control-fd> --sandboxed`` inside bubblewrap; without ``--sandboxed`` (the
+    """``template.py <control-fd> --sandboxed`` inside bubblewrap; without ``--sandboxed`` (the
     grader's ``--no-sandbox``) it never signals or deletes anything outside its own jobs."""
     global SANDBOXED, WORK
     SANDBOXED = "--sandboxed" in sys.argv[2:]

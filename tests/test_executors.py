@@ -1,0 +1,70 @@
+"""The executor registry (``grading/registry.py``) and the generic remote layer (``grading/remote/``):
+every executor is an entry with a class that declares what it can do, and a remote backend is a thin
+layer that tells the node which task it is."""
+
+from __future__ import annotations
+
+import inspect
+import signal
+from pathlib import Path
+
+import pytest
+
+from autograder.grading.executor import executor_class
+from autograder.grading.options import GradeOptions
+from autograder.grading.registry import EXECUTORS
+from autograder.grading.remote.node import NodeTask, local_task
+from autograder.grading.slurm.task import slurm_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", sorted(EXECUTORS))
+def test_each_registered_executor_declares_what_it_can_do(name):
+    cls = executor_class(name)
+    assert cls.name == name
+    assert isinstance(cls.streams, bool) and isinstance(cls.executes, bool)
+    assert list(inspect.signature(cls).parameters) == ["options", "course"]
+    assert callable(cls.probe) and callable(cls.execute)
+
+
+def test_only_the_local_executor_streams_and_only_as_submitted_does_not_execute():
+    assert {n for n in EXECUTORS if executor_class(n).streams} == {"local"}
+    assert {n for n in EXECUTORS if not executor_class(n).executes} == {"as-submitted"}
+
+
+def test_an_unregistered_executor_is_refused_with_the_registered_names():
+    with pytest.raises(Exception, match="local, slurm, as-submitted"):
+        GradeOptions(executor="kubernetes")
+
+
+def test_no_execute_is_the_as_submitted_executor(tmp_path, capsys):
+    from autograder.cli import main
+
+    code = main(["--course-root", str(tmp_path), "grade", "--no-execute", "--executor", "slurm"])
+    assert code == 1 and "--no-execute runs no executor; drop --executor slurm" in capsys.readouterr().err
+
+
+def test_a_slurm_task_reads_its_id_and_cpus_from_slurm(monkeypatch):
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "41")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
+    task = slurm_task()
+    assert task == NodeTask(id="41_3", cpus=2, stop_signals=(signal.SIGTERM, signal.SIGUSR2))
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "0")
+    assert slurm_task().id == "77" and slurm_task().cpus >= 1
+
+
+def test_outside_a_scheduler_a_node_task_is_this_process():
+    task = local_task()
+    assert task.id == "" and task.cpus >= 1 and task.stop_signals == (signal.SIGTERM,)
+
+
+def test_the_remote_layer_names_no_backend():
+    """A third backend reuses remote/ unchanged: nothing there mentions Slurm's own names."""
+    for path in sorted((ROOT / "autograder" / "grading" / "remote").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for word in ("SLURM_", "submitit", "SIGUSR2", "slurm."):
+            assert word not in text, f"{path.name} mentions {word}"
