@@ -152,7 +152,7 @@ def _watch(job: NotebookProgram, box: SandboxProcess, *, workdir: Path,
            student_rss_bytes: int | None = None) -> RunningNotebook:
     limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                              student_rss_bytes=student_rss_bytes, checker_rss_bytes=None, threads=1)
-    run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
+    run = RunningNotebook(key="t", program=job, limits=limits, workdir=str(workdir))
     run.sockets = box.start_notebook(launch_message(job, limits), [])
     run.start()
     deadline = time.monotonic() + 60

@@ -352,7 +352,7 @@ def test_the_checker_sees_no_course_no_gradebook_no_network(box, tmp_path):
     limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                              student_rss_bytes=None, checker_rss_bytes=None, threads=1,
                              confined=True, hidden=(str(course),))
-    run = RunningNotebook(key="t", job=job, limits=limits, workdir=str(workdir))
+    run = RunningNotebook(key="t", program=job, limits=limits, workdir=str(workdir))
     run.sockets = box.start_notebook(launch_message(job, limits), [])
     run.start()
     from_host = None
