@@ -10,6 +10,8 @@
     autograder publish DEST                                 autograder.publish.publish
     autograder leak-check PATH...                           autograder.leaks.find_leaks
     autograder serve [--hub] [--port N] ...                 autograder.service.serve.serve
+    autograder serve requeue ID...|--failed                 autograder.service.store.Store.requeue
+    autograder worker --service-db URL --state DIR ...      autograder.service.worker.main
     autograder tokens issue|revoke STUDENT...               autograder.service.store.Store
     autograder submit NN_name.ipynb [--url URL]             autograder.service.client.submit
 
@@ -120,7 +122,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="the service's database, workspace and secret (default: <course>/.service)")
     p.add_argument("--service-db", default=None, metavar="URL",
                    help="SQLAlchemy URL of the service's database (default: sqlite in --state)")
+    p.add_argument("requeue", nargs="*", metavar="requeue ID",
+                   help="`serve requeue ID...`: grade those submissions again (grader errors, failed "
+                        "ones), then exit; with --failed every one of them")
+    p.add_argument("--failed", action="store_true", help="with requeue: every failed or errored one")
+    _worker_arguments(p)
+    p.add_argument("--no-worker", action="store_true",
+                   help="start no worker: `autograder worker` processes, here or on other machines "
+                        "that reach --service-db, grade")
     add_grading_arguments(p)  # every grading setting `grade` takes, for the service's worker
+
+    p = sub.add_parser("worker", help="a grading worker of the feedback service, on any machine that "
+                                      "reaches its database (several may run at once)")
+    p.add_argument("--service-db", required=True, metavar="URL",
+                   help="the service's SQLAlchemy URL (postgresql://... for workers on several machines)")
+    p.add_argument("--state", type=Path, required=True, metavar="DIR",
+                   help="this worker's own folder: its mirror of the course, where it grades")
+    _worker_arguments(p)
+    add_grading_arguments(p)
 
     p = sub.add_parser("new-exercise", help="scaffold exercise NN_name: source, hidden check, catalogue, "
                                             "translation catalogues; add it to course.toml and _toc.yml")
@@ -144,6 +163,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default=None, help="the service (default: $AUTOGRADER_URL)")
     p.add_argument("--no-wait", action="store_true", help="do not wait for the feedback")
     return parser
+
+
+def _worker_arguments(p: argparse.ArgumentParser) -> None:
+    from autograder.service.store import LEASE_S
+
+    p.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
+                   help="a claim a worker does not renew for S seconds (it died, froze or lost the "
+                        f"database) goes back to the queue (default {LEASE_S:g}; renewed every S/4)")
 
 
 def _executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -361,10 +388,48 @@ COMMANDS.update({"publish": _publish, "leak-check": _leak_check, "new-exercise":
 def _serve(args) -> int:
     from autograder.service.serve import ServeOptions, serve
 
+    if args.requeue or args.failed:
+        return _requeue(args)
     serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
                        hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
-                       grading=given_grading(args)))
+                       grading=given_grading(args), lease_s=args.lease_s,
+                       worker=not args.no_worker))
     return 0
+
+
+def _requeue(args) -> int:
+    """``serve requeue ID...`` / ``serve requeue --failed``: back to the queue, attempts reset."""
+    from autograder.service.serve import ServeOptions, state_folder
+    from autograder.service.store import Store, default_url
+
+    words = list(args.requeue)
+    if not words or words[0] != "requeue":
+        raise AutograderError(f"`autograder serve {' '.join(map(plain, words))}`: the only action is "
+                              "`requeue ID...` or `requeue --failed`")
+    try:
+        ids = [int(word) for word in words[1:]]
+    except ValueError:
+        raise AutograderError(f"serve requeue: submission ids are numbers, got "
+                              f"{' '.join(map(plain, words[1:]))}") from None
+    if not ids and not args.failed:
+        raise AutograderError("serve requeue: give the submission ids, or --failed for all of them")
+    folder = state_folder(ServeOptions(course_root=args.course_root, state_dir=args.state))
+    store = Store(args.service_db or default_url(folder))
+    done = store.requeue(ids, failed=args.failed)
+    for number in sorted(set(ids) - set(done)):
+        print(f"submission {number}: not failed and not a grader error; left as it is")
+    print(f"{len(done)} submission(s) queued again" + (f": {', '.join(map(str, done))}" if done else ""))
+    return 0 if done or args.failed else 1
+
+
+def _worker(args) -> int:
+    from autograder.grading.options import settings_json
+    from autograder.service.worker import main
+
+    argv = ["--course-root", str(args.course_root), "--state", str(args.state),
+            "--db", args.service_db, "--grading", settings_json(given_grading(args)),
+            "--lease-s", str(args.lease_s)]
+    return main(argv)
 
 
 def _tokens(args) -> int:
@@ -398,7 +463,7 @@ def _submit(args) -> int:
     return 0 if status.get("state") != "failed" else 1
 
 
-COMMANDS.update({"serve": _serve, "tokens": _tokens, "submit": _submit})
+COMMANDS.update({"serve": _serve, "tokens": _tokens, "submit": _submit, "worker": _worker})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

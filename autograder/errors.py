@@ -23,6 +23,12 @@ class GradingError(AutograderError):
     """Grading could not start (the submissions themselves never raise this: their failures are data)."""
 
 
+class GraderFault(GradingError):
+    """The grading machine failed before any of the student's code ran (the sandbox died at start,
+    an instructor's set-up cell hung or died): never a score. Nothing is recorded; the service grades
+    the submission again in a fresh sandbox."""
+
+
 class PublishError(AutograderError):
     """The student edition cannot be written (a leak, a destination holding other files, a setting),
     or the leak check cannot read what it was given."""

@@ -56,12 +56,18 @@ def _grade(grade_id: str, visible: str, hidden: str) -> nbformat.NotebookNode:
     return cell
 
 
-def source_notebook() -> nbformat.NotebookNode:
+def source_notebook(setup: str | None = None) -> nbformat.NotebookNode:
+    """``setup``: the source of a locked instructor code cell ("setup") before the student's cells."""
     intro = new_markdown_cell("# Toy assignment\nSquare a number, add a list.",
                               metadata=_meta("intro", locked=True))
     intro.id = "intro"
+    setup_cells = []
+    if setup is not None:
+        setup_cells = [new_code_cell(setup, metadata=_meta("setup", locked=True))]
+        setup_cells[0].id = "setup"
     cells = [
         intro,
+        *setup_cells,
         _solution("square_impl", SQUARE),
         _grade("test_square", "assert square(3) == 9, 'square(3) should be 9'\n",
                "assert square(-4) == 16, 'a negative number squared is positive'\n"),
@@ -86,13 +92,14 @@ def run_nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def make_toy_course(root: Path) -> Path:
-    """Create and release the toy course in ``root`` (gradebook.db knows assignment ``toy``)."""
+def make_toy_course(root: Path, *, setup: str | None = None) -> Path:
+    """Create and release the toy course in ``root`` (gradebook.db knows assignment ``toy``);
+    ``setup``: a locked set-up cell's source (``source_notebook``)."""
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
     source = root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     source.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(source_notebook(), source)
+    nbformat.write(source_notebook(setup), source)
     run_nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
     return root
 

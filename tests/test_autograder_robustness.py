@@ -251,6 +251,28 @@ def test_a_child_that_cannot_start_is_not_a_zero(tmp_path, sandbox):
         executed_notebook(nb, run)
 
 
+def test_a_set_up_cell_that_hangs_is_the_graders_fault_never_a_score(tmp_path):
+    """An instructor's locked cell that times out before any student code ran (the service saw an
+    `imports` cell hang): nothing is recorded, the result says the grader failed; a student whose own
+    cell hangs after it is scored as before (that one is theirs)."""
+    root = toy.make_toy_course(tmp_path / "course", setup="import pathlib, time\n"
+                               "time.sleep(30) if pathlib.Path('hang').exists() else None\n")
+    toy.submit(root, "ref")
+    (root / "submitted" / "ref" / "toy" / "hang").write_text("")  # this one's set-up hangs
+    toy.submit(root, "own-hang", total=HANGS)
+    summary = grade(course_root=root, workers=2, timeout=2, allow_cpu=True, progress=False)
+    results = {r.student: r for r in summary.results}
+    ref = results["ref"]
+    assert (ref.status, ref.grader_fault, ref.score) == ("failed", True, None), ref
+    assert "set-up cell setup failed before any of the student" in ref.reasons[0]
+    assert "CellTimeoutError" in ref.reasons[0]
+    assert not (root / "autograded" / "ref").exists()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb, pytest.raises(MissingEntry):
+        gb.find_submission(toy.ASSIGNMENT, "ref")
+    own = results["own-hang"]
+    assert (own.status, own.grader_fault) == ("graded", False) and own.score < sum(toy.POINTS.values())
+
+
 STOPS_ITS_TEMPLATE = (
     "import os, signal\n"
     "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"

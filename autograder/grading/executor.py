@@ -37,6 +37,10 @@ class Outcomes(Protocol):
     def failed(self, submission: Submission, reason: str) -> None:
         """``submission`` could not be executed at all (never a score: listed as failed)."""
 
+    def starting(self, submission: Submission) -> None:
+        """A notebook of ``submission`` is about to start in a sandbox (the service counts an
+        attempt from here; executors that cannot tell may never call it)."""
+
 
 class Executor(Protocol):
     name: str

@@ -107,6 +107,7 @@ class LocalExecutor:
                     free = runner.free_sandboxes()
                     while queue and free:  # execute: a checker child per notebook, its sandbox
                         submission, nb_run = queue.popleft()
+                        outcomes.starting(submission)
                         runner.start(free.pop(), (submission, nb_run.name),
                                      program=nb_run.require_program(), workdir=str(submission.stage),
                                      files=functools.partial(companion_files, submission.stage))

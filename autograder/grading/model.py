@@ -133,6 +133,9 @@ class SubmissionResult:
     max_score: float | None = None
     seconds: float = 0.0
     reasons: tuple[str, ...] = ()
+    # "failed" because the grading machine failed, not the notebook (``errors.GraderFault``, a
+    # submission an executor could not run): grading it again may succeed
+    grader_fault: bool = False
 
 
 @dataclass(frozen=True)

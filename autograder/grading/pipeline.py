@@ -57,13 +57,15 @@ def grade(options: GradeOptions | None = None, /, **settings: Any) -> GradeSumma
 
 
 def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | None],
-                 settled: Callable[[SubmissionResult], None]) -> GradeSummary:
+                 settled: Callable[[SubmissionResult], None], *,
+                 started: Callable[[str, str], None] | None = None) -> GradeSummary:
     """Grade submissions as they arrive, on sandboxes kept warm between them (the service's worker).
 
     ``requests`` yields ``(student, assignment)`` once its ``submitted/`` folder is written, or None
     when there is nothing now (it should wait a little before it does); each one is graded (again,
     whatever is recorded: ``force``) and recorded as by ``grade``, then passed to ``settled``. Ends
     when ``requests`` ends and the notebooks running then are recorded. Local executor only.
+    ``started(student, assignment)``: a notebook of that submission starts in a sandbox.
     """
     options = GradeOptions.of(options, force=True, progress=False)
     run = _Run.start(options, every_assignment=True)
@@ -71,7 +73,7 @@ def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | Non
         raise GradingError(f"the {run.executor.name} executor grades batches, not a stream; "
                            "grade each batch with grade()")
     with run.course.gradebook() as gb:
-        batch = run.batch(gb, settled=settled)
+        batch = run.batch(gb, settled=settled, on_start=started)
 
         def todo() -> Iterator[tuple[str, str] | None]:
             for request in requests:
@@ -129,14 +131,14 @@ class _Run:
                    "execute": 0.0}
         return cls(options, course, executor, names, device, timeout, timings, started)
 
-    def batch(self, gb: Gradebook, *,
-              settled: Callable[[SubmissionResult], None] | None = None) -> _Batch:
+    def batch(self, gb: Gradebook, *, settled: Callable[[SubmissionResult], None] | None = None,
+              on_start: Callable[[str, str], None] | None = None) -> _Batch:
         o = self.options
         return _Batch(course=self.course, steps=autograde_steps(self.course), gb=gb,
                       device=self.device, timeout=self.timeout,
                       notebook_timeout=o.notebook_timeout, notebook=o.notebook,
                       allow_cpu=o.cpu_allowed, force=o.force, timings=self.timings,
-                      settled=settled)
+                      settled=settled, on_start=on_start)
 
     def execute(self, batch: _Batch, todo: Iterable[tuple[str, str] | None], *,
                 total: int | None) -> None:
@@ -170,6 +172,7 @@ class _Batch:
     force: bool
     timings: dict[str, float]
     settled: Callable[[SubmissionResult], None] | None = None  # a stream: each result, as recorded
+    on_start: Callable[[str, str], None] | None = None  # (student, assignment): a notebook starts
     results: list[SubmissionResult] = field(default_factory=list)
     progress: ProgressBar | None = None
     pending: dict[tuple[str, str], Submission] = field(default_factory=dict)
@@ -217,7 +220,11 @@ class _Batch:
         if self.pending.pop(submission.key, None) is submission:
             prepare.discard_stage(submission.stage)
             self._settle(SubmissionResult(submission.student, submission.assignment, "failed",
-                                          reasons=(reason,)))
+                                          reasons=(reason,), grader_fault=True))
+
+    def starting(self, submission: Submission) -> None:
+        if self.on_start is not None and submission.key in self.pending:
+            self.on_start(submission.student, submission.assignment)
 
     def _record(self, submission: Submission) -> SubmissionResult:
         if not self.force and submission.only is None and prepare.is_graded(

@@ -33,9 +33,10 @@ from sqlalchemy.exc import SAWarning
 
 import autograder
 from autograder.course import Course
-from autograder.errors import GradingError
+from autograder.errors import GraderFault, GradingError
 from autograder.grading.model import (
     GRADE,
+    TRUSTED,
     NotebookOutcome,
     NotebookRun,
     Submission,
@@ -59,8 +60,8 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
     output); so does a grade cell (``kinds``) with no outputs from the checker at all."""
     if run.reason is not None and not run.outputs and run.running_cell is None:
         # the child died before running a single cell: a grading-machine problem, not the student's
-        raise GradingError(f"the grading process failed before running any cell ({run.reason}); "
-                           "nothing recorded")
+        raise GraderFault(f"the grading process failed before running any cell ({run.reason}); "
+                          "nothing recorded")
     reasons = [] if run.reason is None else [run.reason]
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -79,7 +80,25 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
             if output.output_type == "error" and _is_limit_error(output):
                 where = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
                 reasons.append(f"{where}: {output.ename}: {output.evalue}")
+    _refuse_a_failed_set_up(nb, kinds)
     return nb, reasons
+
+
+def _refuse_a_failed_set_up(nb: NotebookNode, kinds: dict[int, str] | None) -> None:
+    """An instructor's locked cell that failed (an error, a timeout, a death) while nothing the
+    student wrote had run yet is the grading machine's fault, never a score: GraderFault. (Files of
+    the submission could still be imported by it: the service retries, then lists it for staff.)"""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        if (kinds or {}).get(index) != TRUSTED:
+            return  # the student's code (or a grade cell) comes first from here on
+        for output in cell.outputs:
+            if output.output_type == "error":
+                where = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")
+                raise GraderFault(f"the instructor's set-up cell {where} failed before any of the "
+                                  f"student's code ran ({output.ename}: {output.evalue}); nothing "
+                                  "recorded")
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -108,7 +127,8 @@ def record(course: Course, steps: AutogradeSteps, gb: Gradebook, submission: Sub
         discard_stage(submission.stage)
         why = str(error) if isinstance(error, GradingError) else f"{type(error).__name__}: {error}"
         return SubmissionResult(submission.student, submission.assignment, "failed",
-                                reasons=(f"not graded: {why}",))
+                                reasons=(f"not graded: {why}",),
+                                grader_fault=isinstance(error, GraderFault))
     finally:
         logger.removeHandler(handler)
         timings["record"] = timings.get("record", 0.0) + time.monotonic() - clock

@@ -25,7 +25,7 @@ from autograder.course import load_course
 from autograder.errors import CourseError
 from autograder.grading.options import settings_json
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import Store, default_url
+from autograder.service.store import LEASE_S, Store, default_url
 from autograder.service.web import make_app
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ class ServeOptions:
     grading: dict[str, Any] = field(default_factory=dict)  # grading settings given (GradeOptions')
     worker_nice: int = WORKER_NICE
     worker_args: list[str] = field(default_factory=list)
+    lease_s: float = LEASE_S  # the worker's claims live this long without a heartbeat
+    worker: bool = True  # False: grading is done by `autograder worker` processes elsewhere
 
 
 def state_folder(options: ServeOptions) -> Path:
@@ -109,7 +111,8 @@ def worker_command(options: ServeOptions, course_root: Path, folder: Path, db_ur
     """The worker's command line: the grading settings travel as given, never re-defaulted."""
     return [sys.executable, "-m", "autograder.service.worker", "--course-root", str(course_root),
             "--state", str(folder), "--db", db_url, "--grading", settings_json(options.grading),
-            "--with-parent", "--nice", str(options.worker_nice), *options.worker_args]
+            "--with-parent", "--nice", str(options.worker_nice), "--lease-s", str(options.lease_s),
+            *options.worker_args]
 
 
 def serve(options: ServeOptions) -> None:
@@ -126,28 +129,32 @@ def serve(options: ServeOptions) -> None:
         bind = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", f"http://{host}:{port}"))
         host, port = bind.hostname or host, bind.port or port
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", prefix)
-    worker = WorkerProcess(worker_command(options, course.root, folder, db_url))
+    worker = WorkerProcess(worker_command(options, course.root, folder, db_url)) \
+        if options.worker else None
     app = make_app(store=store, settings=settings, hub=options.hub, prefix=prefix,
                    cookie_secret=cookie_secret(folder))
     asyncio.run(_run(app, worker, host=host, port=port, prefix=prefix,
                      max_body=settings.max_upload_bytes * 4 + 2**20))
 
 
-async def _run(app: web.Application, worker: WorkerProcess, *, host: str, port: int, prefix: str,
-               max_body: int) -> None:
+async def _run(app: web.Application, worker: WorkerProcess | None, *, host: str, port: int,
+               prefix: str, max_body: int) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     server = app.listen(port, address=host, max_body_size=max_body, xheaders=True)
-    worker.start()
+    if worker is not None:
+        worker.start()
     print(f"autograder serve: listening on http://{host}:{port}{prefix}", flush=True)
     try:
         while not stopping.is_set():
             try:
                 await asyncio.wait_for(stopping.wait(), timeout=1.0)
             except TimeoutError:
-                worker.watch()
+                if worker is not None:
+                    worker.watch()
     finally:
         server.stop()
-        await asyncio.to_thread(worker.stop)
+        if worker is not None:
+            await asyncio.to_thread(worker.stop)

@@ -2,13 +2,20 @@
 submissions with their results, and the course tokens of standalone mode.
 
 Never nbgrader's gradebook: the service's scores live here until the instructor grades. Every state
-change is one compare-and-set ``UPDATE ... WHERE state = ...`` so that the web process and the worker
-(two processes, one database) never both own a submission, and a result is recorded exactly once
-(``graded_count`` counts it; the fault test asserts it is 1 for every submission).
+change is one compare-and-set ``UPDATE ... WHERE ...`` so that the web processes and any number of
+workers, on any machines that reach the database, never both own a submission, and a result is
+recorded exactly once (``graded_count`` counts it; the fault tests assert it is 1 for every submission).
 
-States: ``queued`` → ``running`` → ``done`` | ``failed``. A worker that starts puts back what an
-earlier worker left ``running`` (it was killed): ``queued`` again, or ``failed`` after
-``MAX_ATTEMPTS`` workers died on it.
+States: ``queued`` → ``running`` → ``done`` | ``failed`` (the student's notebook could not be graded:
+the reason is theirs to read) | ``error`` (the grader failed ``MAX_ATTEMPTS`` times: never a score,
+never counted against the student's limit; staff requeue it). A claim is a **lease**: a random token
+and ``lease_until``, renewed by the worker's heartbeat (``renew``); a result is taken only with the
+live token (a worker whose lease expired, frozen or cut off, is refused). ``recover`` puts back only
+expired leases, so a worker that starts late steals nothing. An attempt counts when a notebook of the
+submission starts in a sandbox (``started``), never for claimed work that was waiting.
+
+Claims are serialised: ``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; a
+partial unique index keeps one running submission per student whatever the interleaving.
 """
 
 from __future__ import annotations
@@ -19,33 +26,42 @@ import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Boolean,
+    ColumnElement,
     DateTime,
     Float,
+    Index,
     Integer,
     LargeBinary,
     String,
     Text,
+    case,
     create_engine,
     event,
     func,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import DBAPIConnection
     from sqlalchemy.pool import ConnectionPoolEntry
 
-MAX_ATTEMPTS = 2  # workers that may die on one submission before it fails with a reason
-STATES = ("queued", "running", "done", "failed")
+MAX_ATTEMPTS = 2  # grader failures (a worker's death, a fault before the student's code) before
+# the submission is marked "error" for the staff
+LEASE_S = 60.0  # how long a claim lives without a heartbeat (the worker renews it every LEASE_S / 4)
+STATES = ("queued", "running", "done", "failed", "error")
+COUNTED = ("queued", "running", "done", "failed")  # states that count against a student's limit
 
 
 class _Base(DeclarativeBase):
@@ -69,6 +85,9 @@ class SubmissionRow(_Base):
     state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     claimed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True, index=True)
+    lease_started: Mapped[bool] = mapped_column(Boolean, default=False)  # counted in attempts
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -77,6 +96,10 @@ class SubmissionRow(_Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     graded_count: Mapped[int] = mapped_column(Integer, default=0)
     landed: Mapped[bool] = mapped_column(Boolean, default=False)  # copied to nbgrader's submitted/
+
+    __table_args__ = (Index("one_running_per_student", "student", unique=True,
+                            sqlite_where=text("state = 'running'"),
+                            postgresql_where=text("state = 'running'")),)
 
 
 class TokenRow(_Base):
@@ -102,6 +125,7 @@ class ClaimedSubmission:
     notebook: str
     content: bytes
     received_at: datetime
+    lease: str  # the claim's token: every result names it
 
 
 def utcnow() -> datetime:
@@ -123,115 +147,199 @@ def default_url(state_dir: Path) -> str:
 
 
 class Store:
-    """The queue and its results, over one SQLAlchemy engine."""
+    """The queue and its results, over one SQLAlchemy engine (and, on SQLite, a second one whose
+    transactions take the write lock at BEGIN, for the read-then-write claims)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, lease_s: float = LEASE_S) -> None:
         self.url = url
-        self.engine: Engine = create_engine(url, connect_args={"timeout": 30}
-                                            if url.startswith("sqlite") else {})
-        if url.startswith("sqlite"):
+        self.lease = timedelta(seconds=lease_s)
+        self.sqlite = url.startswith("sqlite")
+        self.engine: Engine = create_engine(url, connect_args={"timeout": 30} if self.sqlite else {})
+        self.writer: Engine = self.engine
+        if self.sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            self.writer = create_engine(url, connect_args={"timeout": 30})
+            event.listen(self.writer, "connect", _sqlite_immediate)
+            event.listen(self.writer, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         _Base.metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+    def session(self, *, write: bool = False) -> Iterator[Session]:
+        """One transaction; ``write``: serialised with every other writer from its first statement."""
+        with Session(self.writer if write else self.engine, expire_on_commit=False) as session, \
+                session.begin():
             yield session
 
     # -- intake (web process) ------------------------------------------------------------------
     def add(self, *, student: str, assignment: str, notebook: str, content: bytes,
             received_at: datetime, late: bool) -> int:
-        with self.session() as s:
+        with self.session(write=True) as s:
             pending = s.scalar(select(func.count()).select_from(SubmissionRow).where(
                 SubmissionRow.student == student, SubmissionRow.state.in_(("queued", "running"))))
             row = SubmissionRow(student=student, assignment=assignment, notebook=notebook,
                                 content=content, sha256=hashlib.sha256(content).hexdigest(),
                                 received_at=received_at, late=late, round=pending or 0,
-                                state="queued", attempts=0, graded_count=0, landed=False)
+                                state="queued", attempts=0, graded_count=0, landed=False,
+                                lease_started=False)
             s.add(row)
             s.flush()
             return row.id
 
     def received_since(self, student: str, assignment: str, since: datetime) -> list[datetime]:
-        """When ``student`` submitted ``assignment`` since ``since`` (oldest first)."""
+        """When ``student`` submitted ``assignment`` since ``since`` (oldest first); a submission the
+        grader failed on (``error``) is not counted."""
         with self.session() as s:
             return list(s.scalars(select(SubmissionRow.received_at).where(
                 SubmissionRow.student == student, SubmissionRow.assignment == assignment,
-                SubmissionRow.received_at >= since).order_by(SubmissionRow.received_at)))
+                SubmissionRow.received_at >= since, SubmissionRow.state.in_(COUNTED))
+                .order_by(SubmissionRow.received_at)))
 
-    # -- the worker ----------------------------------------------------------------------------
-    def recover(self, worker: str) -> tuple[int, int]:
-        """What earlier workers left running: back to the queue, or failed after MAX_ATTEMPTS.
-        Returns (requeued, failed)."""
-        with self.session() as s:
-            failed = _rowcount(s.execute(update(SubmissionRow).where(
-                SubmissionRow.state == "running", SubmissionRow.claimed_by != worker,
-                SubmissionRow.attempts >= MAX_ATTEMPTS).values(
-                state="failed", finished_at=utcnow(),
-                reason=f"the grading worker stopped {MAX_ATTEMPTS} times while grading this "
-                       "submission; ask the course staff")))
-            requeued = _rowcount(s.execute(update(SubmissionRow).where(
-                SubmissionRow.state == "running", SubmissionRow.claimed_by != worker).values(
-                state="queued", claimed_by=None, started_at=None)))
-        return requeued, failed
+    # -- the workers ---------------------------------------------------------------------------
+    def recover(self) -> tuple[int, int]:
+        """Running submissions whose lease expired (their worker died, froze or lost the
+        database): back to the queue, or ``error`` once their notebooks started ``MAX_ATTEMPTS``
+        times. A live lease is never touched. Returns (requeued, errored)."""
+        now = utcnow()
+        expired = (SubmissionRow.state == "running") & (
+            SubmissionRow.lease_until.is_(None) | (SubmissionRow.lease_until < now))
+        with self.session(write=True) as s:
+            errored = _rowcount(s.execute(update(SubmissionRow).where(
+                expired, SubmissionRow.attempts >= MAX_ATTEMPTS).values(
+                state="error", finished_at=now, lease_token=None, lease_until=None,
+                reason=f"the grader stopped {MAX_ATTEMPTS} times while grading this submission "
+                       "(not your notebook's fault; the course staff can grade it again)")))
+            requeued = _rowcount(s.execute(update(SubmissionRow).where(expired).values(
+                **_UNCLAIMED)))
+        return requeued, errored
 
     def release(self, worker: str) -> int:
-        """A worker that stops gives its running submissions back (not counted as an attempt)."""
-        with self.session() as s:
+        """A worker that stops gives its running submissions back (its attempt is not counted)."""
+        with self.session(write=True) as s:
             return _rowcount(s.execute(update(SubmissionRow).where(
                 SubmissionRow.state == "running", SubmissionRow.claimed_by == worker).values(
-                state="queued", claimed_by=None, started_at=None,
-                attempts=SubmissionRow.attempts - 1)))
+                attempts=SubmissionRow.attempts - case((SubmissionRow.lease_started, 1), else_=0),
+                **_UNCLAIMED)))
 
     def claim(self, worker: str, limit: int) -> list[ClaimedSubmission]:
-        """Up to ``limit`` queued submissions, fair: at most one per student (and none of a student
-        with one running), lowest round first (a student's first pending submission before anyone's
-        second), then oldest."""
-        with self.session() as s:
+        """Up to ``limit`` queued submissions under a fresh lease each, fair: at most one per
+        student (and none of a student with one running), lowest round first (a student's first
+        pending submission before anyone's second), then oldest."""
+        if limit < 1:
+            return []
+        for _ in range(3):  # PostgreSQL: two claims may pick one student's rows at once
+            try:
+                return self._claim(worker, limit)
+            except IntegrityError:
+                continue
+        return []
+
+    def _claim(self, worker: str, limit: int) -> list[ClaimedSubmission]:
+        now = utcnow()
+        with self.session(write=True) as s:
             busy = set(s.scalars(select(SubmissionRow.student).where(
                 SubmissionRow.state == "running")))
-            candidates = s.execute(select(SubmissionRow.id, SubmissionRow.student).where(
+            query = select(SubmissionRow.id, SubmissionRow.student).where(
                 SubmissionRow.state == "queued").order_by(
-                SubmissionRow.round, SubmissionRow.received_at, SubmissionRow.id)
-                .limit(max(limit * 8, 64))).all()
+                SubmissionRow.round, SubmissionRow.received_at, SubmissionRow.id).limit(
+                max(limit * 8, 64))
+            if not self.sqlite:
+                query = query.with_for_update(skip_locked=True)
             chosen: list[int] = []
-            for row_id, student in candidates:
-                if student in busy:
-                    continue
-                busy.add(student)
-                chosen.append(row_id)
-                if len(chosen) == limit:
-                    break
-            jobs = []
+            for row_id, student in s.execute(query).all():
+                if student not in busy:
+                    busy.add(student)
+                    chosen.append(row_id)
+                    if len(chosen) == limit:
+                        break
+            claimed = []
             for row_id in chosen:
-                took = _rowcount(s.execute(update(SubmissionRow).where(
-                    SubmissionRow.id == row_id, SubmissionRow.state == "queued").values(
-                    state="running", claimed_by=worker, started_at=utcnow(),
-                    attempts=SubmissionRow.attempts + 1)))
-                if took:
+                token = secrets.token_hex(16)
+                if _rowcount(s.execute(update(SubmissionRow).where(
+                        SubmissionRow.id == row_id, SubmissionRow.state == "queued").values(
+                        state="running", claimed_by=worker, started_at=now, lease_token=token,
+                        lease_until=now + self.lease, lease_started=False))):
                     row = s.get(SubmissionRow, row_id)
                     if row is None:  # this transaction has just updated it
                         raise LookupError(f"submission {row_id} is gone while being claimed")
-                    jobs.append(ClaimedSubmission(row.id, row.student, row.assignment, row.notebook,
-                                    row.content, row.received_at))
-            return jobs
+                    claimed.append(ClaimedSubmission(row.id, row.student, row.assignment,
+                                                     row.notebook, row.content, row.received_at,
+                                                     token))
+            return claimed
 
-    def finish(self, job_id: int, worker: str, *, score: float | None, max_score: float | None,
-               feedback: dict[str, Any]) -> bool:
-        """Record a result, once: False when this worker no longer owns the submission."""
-        with self.session() as s:
+    def started(self, submission_id: int, lease: str) -> bool:
+        """A notebook of the submission starts in a sandbox: this lease's attempt counts (once)."""
+        with self.session(write=True) as s:
             return bool(_rowcount(s.execute(update(SubmissionRow).where(
-                SubmissionRow.id == job_id, SubmissionRow.state == "running",
-                SubmissionRow.claimed_by == worker).values(
+                self._held(submission_id, lease), ~SubmissionRow.lease_started).values(
+                lease_started=True, attempts=SubmissionRow.attempts + 1))))
+
+    def renew(self, leases: Sequence[str]) -> int:
+        """The heartbeat: every live lease of ``leases`` lives ``lease_s`` more; an expired one
+        stays expired (it may be someone else's now). Returns how many were renewed."""
+        if not leases:
+            return 0
+        now = utcnow()
+        with self.session(write=True) as s:
+            return _rowcount(s.execute(update(SubmissionRow).where(
+                SubmissionRow.state == "running", SubmissionRow.lease_token.in_(list(leases)),
+                SubmissionRow.lease_until >= now).values(lease_until=now + self.lease)))
+
+    def finish(self, submission_id: int, lease: str, *, score: float | None,
+               max_score: float | None, feedback: dict[str, Any]) -> bool:
+        """Record a result, once: False when ``lease`` is no longer live (nothing is written)."""
+        with self.session(write=True) as s:
+            return bool(_rowcount(s.execute(update(SubmissionRow).where(
+                self._held(submission_id, lease)).values(
                 state="done", score=score, max_score=max_score, finished_at=utcnow(),
-                feedback=json.dumps(feedback), graded_count=SubmissionRow.graded_count + 1))))
+                feedback=json.dumps(feedback), graded_count=SubmissionRow.graded_count + 1,
+                lease_token=None, lease_until=None))))
 
-    def fail(self, job_id: int, worker: str, reason: str) -> bool:
-        with self.session() as s:
+    def fail(self, submission_id: int, lease: str, reason: str) -> bool:
+        """The notebook cannot be graded, for a reason of its own (shown to the student)."""
+        with self.session(write=True) as s:
             return bool(_rowcount(s.execute(update(SubmissionRow).where(
-                SubmissionRow.id == job_id, SubmissionRow.state == "running",
-                SubmissionRow.claimed_by == worker).values(
-                state="failed", reason=reason, finished_at=utcnow()))))
+                self._held(submission_id, lease)).values(
+                state="failed", reason=reason, finished_at=utcnow(), lease_token=None,
+                lease_until=None))))
+
+    def fault(self, submission_id: int, lease: str, reason: str) -> str | None:
+        """The grader failed (not the student): queued again for a fresh sandbox, or ``error`` after
+        ``MAX_ATTEMPTS`` started attempts. Returns the new state, None when the lease is not live."""
+        with self.session(write=True) as s:
+            row = s.scalar(select(SubmissionRow).where(self._held(submission_id, lease)))
+            if row is None:
+                return None
+            if row.attempts >= MAX_ATTEMPTS:
+                row.state, row.finished_at, row.lease_token, row.lease_until = (
+                    "error", utcnow(), None, None)
+                row.reason = (f"the grader failed {row.attempts} times on this submission ({reason}); "
+                              "not your notebook's fault, and not counted: the course staff can "
+                              "grade it again")
+                return "error"
+            for name, value in _UNCLAIMED.items():
+                setattr(row, name, value)
+            row.reason = f"retried after a grader fault: {reason}"
+            return "queued"
+
+    def requeue(self, ids: Sequence[int] = (), *, failed: bool = False) -> list[int]:
+        """Staff: grade again the submissions ``ids`` (in ``error`` or ``failed``), or with
+        ``failed`` every one in ``error`` or ``failed``; attempts start again. Returns their ids."""
+        where: ColumnElement[bool] = SubmissionRow.state.in_(("error", "failed"))
+        if not failed:
+            where = where & SubmissionRow.id.in_(list(ids))
+        with self.session(write=True) as s:
+            chosen = list(s.scalars(select(SubmissionRow.id).where(where)))
+            if chosen:
+                s.execute(update(SubmissionRow).where(SubmissionRow.id.in_(chosen)).values(
+                    attempts=0, reason=None, finished_at=None, **_UNCLAIMED))
+            return chosen
+
+    @staticmethod
+    def _held(submission_id: int, lease: str) -> ColumnElement[bool]:
+        """The submission is running under ``lease`` and the lease has not expired."""
+        return ((SubmissionRow.id == submission_id) & (SubmissionRow.state == "running")
+                & (SubmissionRow.lease_token == lease) & (SubmissionRow.lease_until >= utcnow()))
 
     def mark_landed(self, job_ids: Sequence[int]) -> None:
         with self.session() as s:
@@ -294,12 +402,39 @@ class Store:
             return None if row is None else (row.user, row.instructor)
 
 
+_UNCLAIMED: dict[str, Any] = {"state": "queued", "claimed_by": None, "started_at": None,
+                              "lease_token": None, "lease_until": None, "lease_started": False}
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """A database made by an earlier version: the columns it lacks are added (with their
+    defaults), and the index that keeps one running submission per student."""
+    table = _Base.metadata.tables[SubmissionRow.__tablename__]
+    present = {column["name"] for column in inspect(engine).get_columns(table.name)}
+    with engine.begin() as connection:
+        for column in table.columns:
+            if column.name not in present:
+                kind = column.type.compile(engine.dialect)
+                default = {"BOOLEAN": " DEFAULT FALSE"}.get(kind, "")
+                connection.exec_driver_sql(
+                    f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
+        for index in table.indexes:
+            index.create(connection, checkfirst=True)
+
+
 def _rowcount(result: object) -> int:
     """The rows an UPDATE changed: ``Session.execute`` is typed as returning a ``Result``; for an
     UPDATE it is a ``CursorResult``, which has ``rowcount``."""
     if not isinstance(result, CursorResult):
         raise TypeError(f"an UPDATE returned a {type(result).__name__}, not a CursorResult")
     return result.rowcount
+
+
+def _sqlite_immediate(connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+    """The writer's connections: SQLAlchemy emits BEGIN IMMEDIATE itself (pysqlite would begin
+    only at the first UPDATE, after the claim's reads)."""
+    _sqlite_pragmas(connection, record)
+    connection.isolation_level = None
 
 
 def _sqlite_pragmas(connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:

@@ -3,10 +3,13 @@
 The only process of the service that starts sandboxes. Locally it runs ``grade_stream``: the sandboxes
 stay warm, and a submission starts as soon as a sandbox is free (up to ``2 × workers`` claimed at
 once, one per student, fair: ``Store.claim``). With ``--executor slurm`` it grades batches with
-``grade`` on the cluster. Each result is written once (``Store.finish``); a crash of the worker leaves
-its submissions ``running``, and the next worker puts them back in the queue (``Store.recover``).
+``grade`` on the cluster. Any number of workers, on any machines that reach the database, each with
+its own state folder (its course mirror): every claim is a lease its heartbeat renews, each result is
+written once and only under a live lease (``Store.finish``); a worker that dies or freezes leaves
+leases that expire, and any worker puts those back in the queue (``Store.recover``). A fault of the
+grader (``SubmissionResult.grader_fault``) is retried, then shown as a grader error, never a score.
 
-    python -m autograder.service.worker --course-root C --state DIR [--grading JSON]
+    python -m autograder.service.worker --course-root C --state DIR [--db URL] [--grading JSON]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.results import graded_feedback
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import ClaimedSubmission, Store, default_url
+from autograder.service.store import LEASE_S, ClaimedSubmission, Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
 log = logging.getLogger("autograder.service.worker")
@@ -50,6 +53,7 @@ class WorkerOptions:
     # the grading settings given to `autograder serve`; GradeOptions' defaults for the rest
     grading: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 50  # slurm: submissions per grade() batch
+    lease_s: float = LEASE_S  # a claim without a heartbeat for this long is anyone's again
 
 
 class Worker:
@@ -59,25 +63,50 @@ class Worker:
         self.options = options
         self.id = f"worker-{uuid.uuid4().hex[:12]}"
         Path(options.state_dir).mkdir(parents=True, exist_ok=True)
-        self.store = Store(options.db_url or default_url(options.state_dir))
+        self.store = Store(options.db_url or default_url(options.state_dir),
+                           lease_s=options.lease_s)
         self.course = load_course(options.course_root)
         self.settings = ServiceSettings.of(self.course)
         self.workspace = Workspace(self.course, Path(options.state_dir) / "workspace")
         self.inflight: dict[tuple[str, str], ClaimedSubmission] = {}
+        self._inflight_lock = threading.Lock()
         self.grading = GradeOptions.of(**options.grading)  # checked now: a wrong setting stops the start
 
     def run(self, stop: threading.Event) -> None:
-        requeued, failed = self.store.recover(self.id)
-        if requeued or failed:
-            log.warning("%s: %d submission(s) an earlier worker left running are queued again, "
-                        "%d failed", self.id, requeued, failed)
+        self._recover()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True,
+                                     name="lease heartbeat")
+        heartbeat.start()
         while not stop.is_set():
             self.workspace.prepare()
             grade_options = self._grade_options()
             if executor_class(self.grading.executor).streams:
-                grade_stream(grade_options, self._requests(stop), self._settled)
+                grade_stream(grade_options, self._requests(stop), self._settled,
+                             started=self._started)
             else:
                 self._batch(grade_options, stop)
+
+    def _recover(self) -> None:
+        requeued, errored = self.store.recover()
+        if requeued or errored:
+            log.warning("%s: %d submission(s) whose worker stopped answering are queued again, "
+                        "%d marked as grader errors", self.id, requeued, errored)
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Every lease_s / 4: renew this worker's leases, and put back leases that expired."""
+        while not stop.wait(self.options.lease_s / 4):
+            try:
+                with self._inflight_lock:
+                    leases = [job.lease for job in self.inflight.values()]
+                self.store.renew(leases)
+                self._recover()
+            except Exception:  # noqa: BLE001 - the database may be away for a while: try again
+                log.exception("%s: lease heartbeat", self.id)
+
+    def _started(self, student: str, assignment: str) -> None:
+        job = self.inflight.get((student, assignment))
+        if job is not None:
+            self.store.started(job.id, job.lease)
 
     def _grade_options(self) -> GradeOptions:
         return GradeOptions.of(self.grading, course_root=self.workspace.root,
@@ -103,24 +132,31 @@ class Worker:
                 yield (job.student, job.assignment)
 
     def _stage(self, job: ClaimedSubmission) -> None:
-        self.inflight[(job.student, job.assignment)] = job
+        with self._inflight_lock:
+            self.inflight[(job.student, job.assignment)] = job
         self.workspace.put(job.student, job.assignment, job.notebook, job.content,
                            nbgrader_timestamp(job.received_at))
 
     def _settled(self, result: SubmissionResult) -> None:
-        job = self.inflight.pop((result.student, result.assignment), None)
+        with self._inflight_lock:
+            job = self.inflight.pop((result.student, result.assignment), None)
         if job is None:
             return
         try:
             self._record(job, result)
         except Exception as error:  # noqa: BLE001 - one bad result never stops the worker
             log.exception("recording submission %d", job.id)
-            self.store.fail(job.id, self.id, f"the service could not record this grade ({error})")
+            self.store.fault(job.id, job.lease, f"the service could not record this grade ({error})")
 
     def _record(self, job: ClaimedSubmission, result: SubmissionResult) -> None:
+        why = "; ".join(result.reasons) or f"not graded ({result.status})"
+        if result.grader_fault:
+            state = self.store.fault(job.id, job.lease, why)
+            log.warning("%s: submission %d: grader fault (%s): %s", self.id, job.id, why,
+                        state or "lease lost")
+            return
         if result.status != "graded":
-            why = "; ".join(result.reasons) or f"not graded ({result.status})"
-            self.store.fail(job.id, self.id, why)
+            self.store.fail(job.id, job.lease, why)
             return
         stem = Path(job.notebook).stem
         feedback = graded_feedback(
@@ -128,9 +164,12 @@ class Worker:
             assignment=job.assignment,
             notebooks={stem: self.workspace.autograded(job.student, job.assignment, job.notebook)},
             reasons=result.reasons)
-        if self.store.finish(job.id, self.id, score=result.score, max_score=result.max_score,
+        if self.store.finish(job.id, job.lease, score=result.score, max_score=result.max_score,
                              feedback=feedback):
             self._land_if_best(job, result.score)
+        else:
+            log.warning("%s: submission %d: the lease expired before its result; another worker "
+                        "grades it", self.id, job.id)
 
     def _land_if_best(self, job: ClaimedSubmission, score: float | None) -> None:
         """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""
@@ -151,20 +190,25 @@ class Worker:
             return
         self.workspace.stage([(j.student, j.assignment, j.notebook, j.content,
                                nbgrader_timestamp(j.received_at)) for j in jobs])
-        self.inflight = {(j.student, j.assignment): j for j in jobs}
+        with self._inflight_lock:
+            self.inflight = {(j.student, j.assignment): j for j in jobs}
+        for job in jobs:  # the batch starts them all: each attempt counts now
+            self.store.started(job.id, job.lease)
         try:
             summary = grade(grade_options, assignments=sorted({j.assignment for j in jobs}),
                             students=sorted({j.student for j in jobs}))
         except Exception as error:  # noqa: BLE001 - a failed batch fails its jobs, with the reason
             for job in jobs:
-                self.store.fail(job.id, self.id, f"grading failed: {error}")
-            self.inflight.clear()
+                self.store.fault(job.id, job.lease, f"grading failed: {error}")
+            with self._inflight_lock:
+                self.inflight.clear()
             return
         for result in summary.results:
             self._settled(result)
-        for job in self.inflight.values():
-            self.store.fail(job.id, self.id, "grading returned no result for this submission")
-        self.inflight.clear()
+        with self._inflight_lock:
+            left, self.inflight = list(self.inflight.values()), {}
+        for job in left:
+            self.store.fault(job.id, job.lease, "grading returned no result for this submission")
 
 
 def _die_with_parent() -> None:
@@ -185,6 +229,9 @@ def command_line() -> argparse.ArgumentParser:
                         help="grading settings, as `autograder serve` writes them (GradeOptions' "
                              "defaults for the rest)")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
+    parser.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
+                        help="a claim this worker does not renew for S seconds is anyone's again "
+                             f"(default {LEASE_S:g}; renewed every S/4)")
     parser.add_argument("--nice", type=int, default=WORKER_NICE, metavar="N",
                         help="lower this worker's CPU priority (its templates and sandboxes inherit "
                              f"it) so that the web process answers first (default {WORKER_NICE}; 0: as is)")
@@ -210,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stopped)
     with workspace_lock(args.state):
         worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
-                                      db_url=args.db, grading=args.grading))
+                                      db_url=args.db, grading=args.grading,
+                                      lease_s=args.lease_s))
         try:
             worker.run(stop)
         except WorkerStopped:
