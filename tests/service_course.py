@@ -63,6 +63,7 @@ class Service:
     state: Path | None = None  # default: <course>/.service
     log: Path | None = None
     process: subprocess.Popen | None = None
+    lease_s: float | None = None  # the worker's lease (default: the service's)
 
     @property
     def url(self) -> str:
@@ -75,7 +76,8 @@ class Service:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
              "--port", str(self.port), "--workers", str(self.workers),
-             *(["--state", str(self.state)] if self.state else [])],
+             *(["--state", str(self.state)] if self.state else []),
+             *(["--lease-s", str(self.lease_s)] if self.lease_s else [])],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -208,7 +208,8 @@ def test_student_code_runs_only_under_the_worker_never_in_the_web_process(servic
 
 def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp_path):
     state = tmp_path / "state"  # its own: the module's service runs on the same course
-    service = Service(course, workers=1, state=state, log=tmp_path / "serve.log").start()
+    service = Service(course, workers=1, state=state, log=tmp_path / "serve.log",
+                      lease_s=4).start()
     tokens = service.tokens(*FAULT_STUDENTS)
     content = right_notebook(course)
     ids = []
@@ -230,7 +231,7 @@ def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp
             time.sleep(0.2)
         assert not _pids_of("autograder.service.worker", course, state)
         service = Service(course, workers=1, port=service.port, state=state,
-                          log=tmp_path / "serve.log").start()
+                          log=tmp_path / "serve.log", lease_s=4).start()
         done = store.counts()["done"]
         deadline = time.monotonic() + 120
         while store.counts()["done"] == done and time.monotonic() < deadline:

@@ -73,6 +73,7 @@ class Worker:
         self.grading = GradeOptions.of(**options.grading)  # checked now: a wrong setting stops the start
 
     def run(self, stop: threading.Event) -> None:
+        log.info("%s: grading (pid %d, leases of %g s)", self.id, os.getpid(), self.options.lease_s)
         self._recover()
         heartbeat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True,
                                      name="lease heartbeat")
@@ -152,11 +153,14 @@ class Worker:
         why = "; ".join(result.reasons) or f"not graded ({result.status})"
         if result.grader_fault:
             state = self.store.fault(job.id, job.lease, why)
-            log.warning("%s: submission %d: grader fault (%s): %s", self.id, job.id, why,
-                        state or "lease lost")
+            if state is None:
+                self._lease_lost(job)
+            else:
+                log.warning("%s: submission %d: grader fault (%s): %s", self.id, job.id, why, state)
             return
         if result.status != "graded":
-            self.store.fail(job.id, job.lease, why)
+            if not self.store.fail(job.id, job.lease, why):
+                self._lease_lost(job)
             return
         stem = Path(job.notebook).stem
         feedback = graded_feedback(
@@ -168,8 +172,11 @@ class Worker:
                              feedback=feedback):
             self._land_if_best(job, result.score)
         else:
-            log.warning("%s: submission %d: the lease expired before its result; another worker "
-                        "grades it", self.id, job.id)
+            self._lease_lost(job)
+
+    def _lease_lost(self, job: ClaimedSubmission) -> None:
+        log.warning("%s: submission %d: the lease expired before its result (refused); another "
+                    "worker grades it", self.id, job.id)
 
     def _land_if_best(self, job: ClaimedSubmission, score: float | None) -> None:
         """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""

@@ -1,0 +1,131 @@
+"""Several ``autograder worker`` processes on one service database (SQLite here; PostgreSQL in
+production), each with its own state folder as on separate machines, through the faults a real
+deadline brings: one worker's machine dies (``kill -9`` of its whole process group) while it grades,
+another freezes (SIGSTOP past its lease, then SIGCONT: its late results are refused), a third starts
+late. Every submission is graded exactly once with batch's score; none is failed or a grader error."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+import pytest
+from service_course import make_course, right_notebook
+
+from autograder.release import nbgrader_environment
+from autograder.service.store import Store
+
+STUDENTS = tuple(f"w{i:02d}" for i in range(14))
+LEASE_S = 4.0
+
+
+class WorkerProcess:
+    """One ``autograder worker``, in its own process group (its sandboxes die with it)."""
+
+    def __init__(self, course: Path, db_url: str, state: Path, log: Path) -> None:
+        self.log = log
+        env = {**os.environ, **nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"}
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "autograder.cli", "--course-root", str(course), "worker",
+                 "--service-db", db_url, "--state", str(state), "--workers", "1",
+                 "--lease-s", str(LEASE_S)],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def worker_id(self, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"(worker-[0-9a-f]{12}): grading", self.log.read_text())
+            if found:
+                return found.group(1)
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.1)
+        raise AssertionError(f"the worker did not start: {self.log.read_text()[-3000:]}")
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+    def stop(self) -> None:
+        self.signal_group(signal.SIGCONT)
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.signal_group(signal.SIGKILL)
+
+
+def _wait_started_by(store: Store, worker: str, timeout: float = 180) -> int:
+    """The id of a submission whose notebook has started on ``worker``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for row in store.history():
+            if row.state == "running" and row.claimed_by == worker and row.lease_started:
+                return row.id
+        time.sleep(0.05)
+    raise AssertionError(f"{worker} started nothing: {store.counts()}")
+
+
+def slow(content: bytes) -> bytes:
+    """The notebook with a cell of the student's own that takes 3 s (it changes no score)."""
+    nb = nbformat.reads(content.decode(), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(3)"))
+    return nbformat.writes(nb).encode()
+
+
+@pytest.fixture
+def course(tmp_path) -> Path:
+    return make_course(tmp_path / "course", students=STUDENTS, assignments=("01_strides",))
+
+
+def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'service.db'}"
+    store = Store(db_url)
+    content = slow(right_notebook(course))  # 3 s each: a fault always finds a notebook running
+    ids = [store.add(student=s, assignment="01_strides", notebook="01_strides.ipynb",
+                     content=content, received_at=datetime(2026, 11, 2, 12, i), late=False)
+           for i, s in enumerate(STUDENTS)]
+    logs = {name: tmp_path / f"{name}.log" for name in ("dies", "freezes", "late")}
+    workers = {name: WorkerProcess(course, db_url, tmp_path / name, logs[name])
+               for name in ("dies", "freezes")}
+    try:
+        names = {name: worker.worker_id() for name, worker in workers.items()}
+        killed = _wait_started_by(store, names["dies"])
+        workers["dies"].signal_group(signal.SIGKILL)  # its machine dies mid-notebook
+        frozen = _wait_started_by(store, names["freezes"])
+        workers["freezes"].signal_group(signal.SIGSTOP)
+        workers["late"] = WorkerProcess(course, db_url, tmp_path / "late", logs["late"])
+        names["late"] = workers["late"].worker_id()
+        time.sleep(LEASE_S * 2)  # the frozen worker's leases expire; the late one takes them
+        workers["freezes"].signal_group(signal.SIGCONT)
+        deadline = time.monotonic() + 300
+        while store.counts()["done"] < len(ids) and time.monotonic() < deadline:
+            assert store.counts()["failed"] == store.counts()["error"] == 0, store.counts()
+            time.sleep(0.2)
+        rows = [store.get(i) for i in ids]
+        assert [(r.state, r.graded_count, r.score) for r in rows] == [("done", 1, 10.0)] * len(ids)
+        assert store.get(killed).attempts == 2 and store.get(frozen).attempts == 2
+        assert max(r.attempts for r in rows) <= 2
+        graded_by = {r.claimed_by for r in rows}
+        assert names["late"] in graded_by  # the late worker took over work, and stole none live
+        late_log = logs["late"].read_text() + logs["freezes"].read_text()
+        assert "queued again" in late_log
+        refused = f"{names['freezes']}: submission {frozen}: the lease expired before its result"
+        deadline = time.monotonic() + 60  # the frozen worker, awake, finishes its notebook late
+        while refused not in logs["freezes"].read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert refused in logs["freezes"].read_text(), logs["freezes"].read_text()[-2000:]
+        assert store.get(frozen).graded_count == 1  # by whichever worker claimed it again
+    finally:
+        for worker in workers.values():
+            worker.stop()
