@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import PurePosixPath
+from typing import Any
 
 from autograder.collect import STUDENT_ID, notebook_problem
 from autograder.service.landing import land
@@ -39,10 +40,37 @@ class Accepted:
     late: bool
 
 
+MAX_CELLS = 2000  # a released exercise has well under 100; more is refused before it is parsed
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An upload that passed the quick checks (who, which notebook, the size): what ``examine``
+    reads, picklable, so that the web process can examine it in another process."""
+
+    student: str
+    name: str  # as uploaded, for messages
+    stem: str  # the notebook it is graded as
+    assignment: str
+    content: bytes
+    grade_ids: dict[str, dict[str, frozenset[str]]]  # assignment -> notebook -> its grade ids
+
+
 def accept(settings: ServiceSettings, store: Store, *, student: str, filename: str, content: bytes,
            now: datetime, assignment: str | None = None) -> Accepted:
     """Queue ``content`` (uploaded as ``filename`` by ``student`` at ``now``, naive UTC) or raise
-    ``Refused`` having written nothing."""
+    ``Refused`` having written nothing: ``check_upload``, ``examine``, ``enqueue`` in one process."""
+    upload = check_upload(settings, student=student, filename=filename, content=content,
+                          assignment=assignment)
+    problem = examine(upload)
+    if problem:
+        raise Refused(400, problem)
+    return enqueue(settings, store, upload, now=now)
+
+
+def check_upload(settings: ServiceSettings, *, student: str, filename: str, content: bytes,
+                 assignment: str | None = None) -> Upload:
+    """The checks that read no notebook: the user, the file's name, its size."""
     if not STUDENT_ID.match(student) or not settings.is_student(student):
         raise Refused(403, f"{student!r} is not a student of this course; ask the course staff to "
                            "add you to the roster")
@@ -60,17 +88,51 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
         raise Refused(400, f"{name!r} is a notebook of {found}, not of {assignment}: nothing was "
                            f"submitted to {assignment}")
     if len(content) > settings.max_upload_bytes:
-        raise Refused(413, f"{name} is {len(content) / 2**20:.1f} MiB, over the "
-                           f"{settings.max_upload_bytes / 2**20:g} MiB limit; clear the outputs "
-                           "(Kernel → Restart and clear outputs) and upload again")
-    problem = notebook_problem(content, stem, found, {nb: settings.grade_ids(found, nb)
-                                                      for nb in settings.assignments()[found]})
+        raise Refused(413, too_large(name, len(content), settings.max_upload_bytes))
+    grade_ids = {a: {nb: frozenset(settings.grade_ids(a, nb)) for nb in notebooks}
+                 for a, notebooks in settings.assignments().items()}
+    return Upload(student, name, stem, found, content, grade_ids)
+
+
+def too_large(name: str, size: int, cap: int) -> str:
+    return (f"{name} is {size / 2**20:.1f} MiB, over the {cap / 2**20:g} MiB limit; clear the "
+            "outputs (Kernel → Restart and clear outputs) and upload again")
+
+
+def examine(upload: Upload) -> str | None:
+    """Why the notebook cannot be graded as ``upload.stem`` (None when it can): a cell budget
+    before any parsing, then ``autograder collect``'s rule, the checks the grader's preparation
+    makes (nbgrader's schema, grade ids each on one cell, cell ids unique), and the cells of
+    another assignment. Pure and picklable: the web process runs it in another process."""
+    import json
+
+    name, assignment = upload.name, upload.assignment
+    try:
+        raw = json.loads(upload.content)
+    except ValueError as error:
+        return f"{name}: not a Jupyter notebook (not JSON: {str(error)[:120]})"
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        return (f"{name}: {len(cells)} cells, over the {MAX_CELLS} a notebook of this course may "
+                "have; upload the notebook as you worked on it")
+    problem = notebook_problem(upload.content, upload.stem, assignment, {
+        nb: set(ids) for nb, ids in upload.grade_ids[assignment].items()})
     if problem:
-        raise Refused(400, f"{name}: {problem}")
-    other = _belongs_to(settings, content, found)
+        return f"{name}: {problem}"
+    problem = _preparation_problem(cells or [])
+    if problem:
+        return f"{name}: {problem}; upload the notebook as released (or as you worked on it)"
+    other = _belongs_to(upload.grade_ids, cells or [], assignment)
     if other is not None:
-        raise Refused(400, f"{name}: not a notebook of {found}: its cells are those of {other} "
-                           f"(upload {other}'s notebook under its own name)")
+        return (f"{name}: not a notebook of {assignment}: its cells are those of {other} "
+                f"(upload {other}'s notebook under its own name)")
+    return None
+
+
+def enqueue(settings: ServiceSettings, store: Store, upload: Upload, *, now: datetime) -> Accepted:
+    """The policy (open, due, rate limit), then one queued row and, when the latest submission
+    counts, the notebook in ``submitted/``."""
+    student, found, stem, content = upload.student, upload.assignment, upload.stem, upload.content
     policy = settings.policy(found)
     earlier = store.received_since(student, found, now - timedelta(hours=policy.window_hours))
     refusal = policy.refusal(now, earlier)
@@ -86,19 +148,43 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
     return Accepted(job_id, student, found, late)
 
 
-def _belongs_to(settings: ServiceSettings, content: bytes, assignment: str) -> str | None:
+def _nbgrader_meta(cell: object) -> dict[str, Any] | None:
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _preparation_problem(cells: list[Any]) -> str | None:
+    """What the grader's preparation would refuse, naming the cells: nbgrader metadata of another
+    schema version, one grade id on two cells, one cell id twice."""
+    seen_grade: dict[str, int] = {}
+    seen_id: dict[str, int] = {}
+    for index, cell in enumerate(cells):
+        meta = _nbgrader_meta(cell)
+        if meta is not None and meta:
+            version = meta.get("schema_version", 0)
+            if version != 3:
+                return (f"cell {index} ({meta.get('grade_id', 'no grade id')}) has nbgrader "
+                        f"metadata of schema version {version} (expected 3)")
+            grade_id = meta.get("grade_id")
+            if isinstance(grade_id, str) and grade_id:
+                if grade_id in seen_grade:
+                    return f"cells {seen_grade[grade_id]} and {index} both carry grade id {grade_id!r}"
+                seen_grade[grade_id] = index
+        cell_id = cell.get("id") if isinstance(cell, dict) else None
+        if isinstance(cell_id, str):
+            if cell_id in seen_id:
+                return f"cells {seen_id[cell_id]} and {index} have the same cell id {cell_id!r}"
+            seen_id[cell_id] = index
+    return None
+
+
+def _belongs_to(grade_ids: dict[str, dict[str, frozenset[str]]], cells: list[Any],
+                assignment: str) -> str | None:
     """Another assignment whose cells the notebook carries more of than ``assignment``'s (cells
     such as an introduction may share ids; the tests' ids decide), or None."""
-    import json
-
-    try:
-        cells = json.loads(content).get("cells", [])
-    except (ValueError, AttributeError):
-        return None
-    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells
-           if isinstance(c, dict) and isinstance(c.get("metadata"), dict)
-           and isinstance(c["metadata"].get("nbgrader"), dict)}
-    overlap = {name: len(ids & set().union(*(settings.grade_ids(name, nb) for nb in notebooks)))
-               for name, notebooks in settings.assignments().items()}
+    ids = {meta.get("grade_id") for meta in map(_nbgrader_meta, cells) if meta is not None}
+    overlap = {name: len(ids & set().union(*notebooks.values()))
+               for name, notebooks in grade_ids.items()}
     best = max(overlap, key=lambda name: (overlap[name], name == assignment))
     return None if best == assignment or overlap[best] <= overlap[assignment] else best
