@@ -154,6 +154,42 @@ def test_bad_input_over_http_is_a_json_error_and_writes_nothing(service, tokens,
         assert http.get("api/assignments/99_none/policy").status_code == 404
 
 
+def test_no_input_gets_a_5xx_and_size_and_login_are_decided_on_the_headers(service, tokens, course):
+    """401 before XSRF and before the body; the documented JSON 413 at every size, chunked too;
+    ids and paths no row or file can have are 404; a notebook of too many cells is refused with
+    its count, and one with two cells of one grade id names them."""
+    api = service.url + "api/submissions"
+    reply = httpx.post(api, params={"filename": "01_strides.ipynb"}, content=b"x" * (20 << 20))
+    assert reply.status_code == 401 and "not logged in" in reply.json()["error"]
+    with client(service, tokens["alice"]) as http:
+        for size in (6 << 20, 100 << 20):
+            reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                              content=b"x" * size)
+            assert reply.status_code == 413, reply.text
+            assert "over the 5 MiB limit" in reply.json()["error"]
+
+        def chunked():
+            for _ in range(12):
+                yield b"x" * (1 << 20)
+        reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                          content=chunked())
+        assert reply.status_code == 413 and "over the 5 MiB limit" in reply.json()["error"]
+        for path in (f"api/submissions/{2**63}", f"api/submissions/{10**40}", "submissions/" + "9" * 30,
+                     "static/app.js%00.txt", "api/assignments/%00/policy"):
+            assert http.get(path).status_code == 404, path
+        nb = json.loads(right_notebook(course))
+        crowded = {**nb, "cells": nb["cells"] + [{"cell_type": "markdown", "metadata": {},
+                                                   "source": ""}] * 3000}
+        reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                          content=json.dumps(crowded).encode())
+        assert reply.status_code == 400 and "cells, over the 2000" in reply.json()["error"]
+        graded = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+        doubled = {**nb, "cells": nb["cells"] + [{**graded[0], "id": "another"}]}
+        reply = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                          content=json.dumps(doubled).encode())
+        assert reply.status_code == 400 and "both carry grade id" in reply.json()["error"]
+
+
 def test_autograder_submit_from_a_terminal(service, tokens, course, tmp_path):
     (tmp_path / "01_strides.ipynb").write_bytes(wrong_notebook(course))
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "01_strides.ipynb",

@@ -23,29 +23,56 @@ API (JSON; errors are ``{"error": message}`` with the HTTP status):
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 import logging
+import multiprocessing
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tornado import web
+from tornado import httputil, web
+from tornado.http1connection import HTTP1Connection
 from tornado.log import access_log
 
 from autograder.figures import score_distribution
-from autograder.service.intake import Refused, accept
+from autograder.service.intake import (
+    Accepted,
+    Refused,
+    check_upload,
+    enqueue,
+    examine,
+    too_large,
+)
 from autograder.service.policy import iso
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, SubmissionRow, as_utc, digest, utcnow
 
 HERE = Path(__file__).parent
 COOKIE = "autograder-session"
+MAX_ID = 2**62  # larger ids in a URL are "not found", never an integer overflow in the database
+_EXAMINER: ProcessPoolExecutor | None = None
+
+
+def examiner() -> ProcessPoolExecutor:
+    """The process that parses uploads (``intake.examine``): a notebook of 100,000 cells holds it,
+    never the event loop that answers everyone else."""
+    global _EXAMINER
+    if _EXAMINER is None:
+        _EXAMINER = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+    return _EXAMINER
+
+
+def submission_number(text: str) -> int | None:
+    """A submission id from a URL, or None when it cannot be one."""
+    return int(text) if len(text) <= 19 and int(text) < MAX_ID else None
 
 
 @dataclass(frozen=True)
@@ -129,6 +156,8 @@ class _TokenAuth(_TokenAuthBase):
         if getattr(self, "_token_authenticated", False) or \
                 self.request.headers.get("Authorization", "").startswith("Bearer "):
             return  # a header token is not ambient: no cross-site request can send it
+        if not isinstance(self, LoginPage) and self.get_cookie(COOKIE) is None:
+            return  # no credential at all: nothing to forge; _logged_in answers 401 / the login page
         super().check_xsrf_cookie()
 
     def get_login_url(self) -> str:
@@ -160,7 +189,10 @@ class _Json(_Base):
         self.write_json({"error": message, **extra}, status)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self._error(status_code, self._reason)
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = error.log_message if isinstance(error, web.HTTPError) and error.log_message \
+            else self._reason
+        self._error(status_code, message)
 
 
 # -- views of the queue ------------------------------------------------------------------------
@@ -248,7 +280,44 @@ class ApiPolicy(_Json):
         self.write_json(self.service.policy(name).as_json())
 
 
+@web.stream_request_body
 class ApiSubmissions(_Json):
+    """Uploads are streamed: who is asking and the size are decided on the headers (401 / 413
+    before the body is read), a chunked body is counted as it comes and never kept past the cap."""
+
+    def prepare(self) -> None:
+        self._chunks: list[bytes] = []
+        self._received = 0
+        if self.request.method != "POST":
+            return
+        cap = self._body_cap()
+        if self.current_user is None:
+            self._error(401, "not logged in: send Authorization: Bearer <course token> "
+                             "(or token <hub API token>)")
+            return
+        length = self.request.headers.get("Content-Length")
+        if length is not None and (not length.isdigit() or int(length) > cap):
+            self._refuse_size(int(length) if length.isdigit() else cap + 1)
+            return
+        connection = self.request.connection
+        if isinstance(connection, HTTP1Connection):
+            connection.set_max_body_size(2**40)  # counted here instead, chunked or not
+
+    def _body_cap(self) -> int:
+        """The notebook cap, and room for a multipart form's envelope around it."""
+        return self.service.max_upload_bytes + 2**16
+
+    def _refuse_size(self, size: int) -> None:
+        name = self.get_argument("filename", None) or "the upload"
+        self._error(413, too_large(name, size, self.service.max_upload_bytes))
+
+    def data_received(self, chunk: bytes) -> None:
+        self._received += len(chunk)
+        if self._received <= self._body_cap():
+            self._chunks.append(chunk)
+        else:
+            self._chunks.clear()  # read to the end (the reply needs it), kept no further
+
     @_logged_in
     def get(self) -> None:
         me = self.me()
@@ -259,7 +328,14 @@ class ApiSubmissions(_Json):
                                          for r in rows]})
 
     @_logged_in
-    def post(self) -> None:
+    async def post(self) -> None:
+        if self._received > self._body_cap():
+            return self._refuse_size(self._received)
+        self.request.body = b"".join(self._chunks)
+        self._chunks.clear()
+        httputil.parse_body_arguments(self.request.headers.get("Content-Type", ""),
+                                      self.request.body, self.request.body_arguments,
+                                      self.request.files, self.request.headers)
         me = self.me()
         filename = self.get_argument("filename", None)
         content = self.request.body
@@ -270,9 +346,9 @@ class ApiSubmissions(_Json):
             return self._error(400, "no notebook: send it as the request body with "
                                     "?filename=NN_name.ipynb, or as the form field 'notebook'")
         try:
-            accepted = accept(self.service, self.store, student=me.name, filename=filename,
-                              content=content, now=self.now(),
-                              assignment=self.get_argument("assignment", None) or None)
+            accepted = await accept_off_the_loop(
+                self, student=me.name, filename=filename, content=content,
+                assignment=self.get_argument("assignment", None) or None)
         except Refused as refused:
             if refused.retry_after is not None:
                 self.set_header("Retry-After", str(max(1, int(
@@ -288,7 +364,7 @@ class ApiSubmissions(_Json):
 class ApiSubmission(_Json):
     @_logged_in
     def get(self, submission_id: str) -> None:
-        row = _own(self, int(submission_id))
+        row = _own(self, submission_id)
         if row is None:
             return self._error(404, f"no submission {submission_id} of yours")
         self.write_json(submission_view(row, self.service, self.store, self.now()))
@@ -302,9 +378,21 @@ class ApiQueue(_Json):
         self.write_json(queue_view(self.service, self.store))
 
 
-def _own(handler: _Base, submission_id: int) -> SubmissionRow | None:
+async def accept_off_the_loop(handler: _Base, *, student: str, filename: str, content: bytes,
+                              assignment: str | None) -> Accepted:
+    """``intake.accept`` with its notebook parsing in the examiner process."""
+    upload = check_upload(handler.service, student=student, filename=filename, content=content,
+                          assignment=assignment)
+    problem = await asyncio.get_running_loop().run_in_executor(examiner(), examine, upload)
+    if problem:
+        raise Refused(400, problem)
+    return enqueue(handler.service, handler.store, upload, now=handler.now())
+
+
+def _own(handler: _Base, submission_id: str) -> SubmissionRow | None:
     """The submission if the user may see it (their own, or any for instructors)."""
-    row = handler.store.get(submission_id)
+    number = submission_number(submission_id)
+    row = None if number is None else handler.store.get(number)
     me = handler.me()
     if row is None or (row.student != me.name and not me.instructor):
         return None
@@ -328,16 +416,15 @@ class IndexPage(_Base):
                   max_mb=self.service.max_upload_bytes / 2**20)
 
     @_logged_in
-    def post(self) -> None:  # the upload form
+    async def post(self) -> None:  # the upload form
         me = self.me()
         uploads = self.request.files.get("notebook") or []
         if not uploads:
             return self._show(400, "choose a notebook file to upload")
         try:
-            accepted = accept(self.service, self.store, student=me.name,
-                              filename=uploads[0]["filename"], content=uploads[0]["body"],
-                              now=self.now(), assignment=self.get_argument("assignment", None)
-                              or None)
+            accepted = await accept_off_the_loop(
+                self, student=me.name, filename=uploads[0]["filename"], content=uploads[0]["body"],
+                assignment=self.get_argument("assignment", None) or None)
         except Refused as refused:
             return self._show(refused.status, refused.message)
         self.redirect(self.url(f"submissions/{accepted.id}"), status=303)
@@ -346,7 +433,7 @@ class IndexPage(_Base):
 class SubmissionPage(_Base):
     @_logged_in
     def get(self, submission_id: str) -> None:
-        row = _own(self, int(submission_id))
+        row = _own(self, submission_id)
         if row is None:
             return self.page("missing.html", 404, what=f"submission {submission_id}")
         self.page("submission.html",
@@ -402,6 +489,16 @@ class LogoutPage(_Base):
 
 # -- the application ---------------------------------------------------------------------------
 
+class StaticFiles(web.StaticFileHandler):
+    """tornado's, but a path no file can have (a NUL byte) is 404, not a 500 with a traceback."""
+
+    @classmethod
+    def get_absolute_path(cls, root: str, path: str) -> str:
+        if "\x00" in path:
+            raise web.HTTPError(404)
+        return super().get_absolute_path(root, path)
+
+
 def _log_request(handler: web.RequestHandler) -> None:
     """Errors and slow requests only: 300 pages polling would drown the log in 200s."""
     status, took = handler.get_status(), 1000.0 * handler.request.request_time()
@@ -438,5 +535,5 @@ def make_app(*, store: Store, settings: ServiceSettings, hub: bool, prefix: str 
     return web.Application(
         handlers, log_function=_log_request, store=store, service=settings, clock=clock, prefix=prefix, hub=hub, title=title,
         template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
-        static_url_prefix=prefix + "static/", xsrf_cookies=True,
+        static_url_prefix=prefix + "static/", static_handler_class=StaticFiles, xsrf_cookies=True,
         cookie_secret=cookie_secret or secrets.token_bytes(32), **extra)
