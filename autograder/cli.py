@@ -460,7 +460,7 @@ def _submit(args) -> int:
     status = submit(args.notebook, url=args.url, wait=not args.no_wait)
     for line in summary_lines(status):
         print(plain(line))
-    return 0 if status.get("state") != "failed" else 1
+    return 0 if status.get("state") not in ("failed", "error") else 1
 
 
 COMMANDS.update({"serve": _serve, "tokens": _tokens, "submit": _submit, "worker": _worker})

@@ -125,7 +125,7 @@ def wait_graded(http: httpx.Client, job_id: int, timeout: float = 180.0) -> dict
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = http.get(f"api/submissions/{job_id}").json()
-        if status["state"] in ("done", "failed"):
+        if status["state"] in ("done", "failed", "error"):
             return status
         time.sleep(0.3)
     raise AssertionError(f"submission {job_id} not graded in {timeout} s: {status}")

@@ -190,6 +190,39 @@ def test_no_input_gets_a_5xx_and_size_and_login_are_decided_on_the_headers(servi
         assert reply.status_code == 400 and "both carry grade id" in reply.json()["error"]
 
 
+def test_a_grader_error_is_shown_as_such_and_staff_grade_it_again(service, tokens, course):
+    """A submission the grader failed on twice: the student reads "the grader failed", it is not
+    counted against them, the instructor page lists it, and its "Grade again" button (a form with
+    the XSRF token) sends it back to the worker, which grades it."""
+    from autograder.service.store import SubmissionRow, utcnow
+
+    store = Store(default_url(course / ".service"))
+    with store.session(write=True) as s:  # as Store.fault leaves it after the last attempt
+        row = SubmissionRow(student="bob", assignment="01_strides", notebook="01_strides.ipynb",
+                            content=right_notebook(course), sha256="", received_at=utcnow(),
+                            late=False, round=0, state="error", attempts=2, graded_count=0,
+                            landed=False, lease_started=False,
+                            reason="the grader failed 2 times on this submission (test); not your "
+                                   "notebook's fault")
+        s.add(row)
+        s.flush()
+        errored = row.id
+    with client(service, tokens["bob"]) as http:
+        view = http.get(f"api/submissions/{errored}").json()
+        assert view["state"] == "error" and "not your notebook's fault" in view["reason"]
+    cookies = _login(service, tokens["prof"])
+    with httpx.Client(base_url=service.url, cookies=cookies) as prof:
+        page = prof.get("instructor").text
+        assert 'id="grader-errors"' in page and f"<td>{errored}</td>" in page
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page)[1]
+        assert prof.post("instructor/requeue", data={"id": str(errored)}).status_code == 403
+        reply = prof.post("instructor/requeue", data={"id": str(errored), "_xsrf": xsrf})
+        assert reply.status_code == 303
+    with client(service, tokens["bob"]) as http:
+        assert wait_graded(http, errored)["state"] == "done"
+    assert store.get(errored).score == 10.0 and store.get(errored).graded_count == 1
+
+
 def test_autograder_submit_from_a_terminal(service, tokens, course, tmp_path):
     (tmp_path / "01_strides.ipynb").write_bytes(wrong_notebook(course))
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "submit", "01_strides.ipynb",

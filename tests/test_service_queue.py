@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import subprocess
+import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -183,3 +185,21 @@ def test_four_processes_claiming_at_once_take_each_submission_exactly_once(url):
     assert Counter(i for i, _ in taken) == Counter(ids)  # each once, none lost
     rows = [store.get(i) for i in ids]
     assert {(r.state, r.graded_count, r.attempts) for r in rows} == {("done", 1, 1)}
+
+
+def test_serve_requeue_from_the_command_line(url, tmp_path):
+    store = Store(url, lease_s=LEASE_S)
+    [a] = submit(store, "alice")
+    for _ in range(MAX_ATTEMPTS):
+        [job] = store.claim("w", 1)
+        store.started(job.id, job.lease)
+        store.fault(job.id, job.lease, "a sandbox that never started")
+    command = [sys.executable, "-m", "autograder.cli", "--course-root", str(tmp_path), "serve",
+               "--state", str(tmp_path / "state"), "--service-db", url, "requeue"]
+    missing = subprocess.run([*command, "99"], capture_output=True, text=True)
+    assert missing.returncode == 1 and "submission 99: not failed" in missing.stdout
+    done = subprocess.run([*command, str(a)], capture_output=True, text=True)
+    assert done.returncode == 0 and f"1 submission(s) queued again: {a}" in done.stdout
+    assert (store.get(a).state, store.get(a).attempts) == ("queued", 0)
+    wrong = subprocess.run([*command, "first"], capture_output=True, text=True)
+    assert wrong.returncode == 1 and "submission ids are numbers" in wrong.stderr

@@ -57,7 +57,7 @@ def submit(path: Path, *, url: str | None, wait: bool = True, timeout_s: float =
             if status.get("state") != last:
                 echo(f"  {status.get('state')}")
                 last = status.get("state")
-            if status.get("state") in ("done", "failed"):
+            if status.get("state") in ("done", "failed", "error"):
                 return status
             time.sleep(min(10.0, 1.0 + 0.05 * (status.get("position") or 0)))  # as the page does
     raise SubmitError(f"#{body['id']} was not graded within {timeout_s:g} s; see its page later")
@@ -75,6 +75,8 @@ def _json(reply: httpx.Response) -> dict[str, Any]:
 def summary_lines(status: dict[str, Any]) -> list[str]:
     if status.get("state") == "failed":
         return [f"not graded: {status.get('reason')}"]
+    if status.get("state") == "error":
+        return [f"the grader failed, not counted against you: {status.get('reason')}"]
     lines = []
     if "score" in status:
         lines.append(f"score: {status['score']:g} / {status['max_score']:g}")

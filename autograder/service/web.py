@@ -72,7 +72,7 @@ def examiner() -> ProcessPoolExecutor:
 
 def submission_number(text: str) -> int | None:
     """A submission id from a URL, or None when it cannot be one."""
-    return int(text) if len(text) <= 19 and int(text) < MAX_ID else None
+    return int(text) if text.isdigit() and len(text) <= 19 and int(text) < MAX_ID else None
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,8 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
         "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
     if row.state == "queued":
         view["position"] = store.position(row.id)
-    if row.state == "failed":
-        view["reason"] = row.reason
+    if row.state in ("failed", "error") or (row.state == "queued" and row.reason):
+        view["reason"] = row.reason  # "error": the grader's; queued with a reason: being retried
     if row.state == "done":
         level = settings.policy(row.assignment).feedback_level(now)
         view["feedback_level"] = level
@@ -251,7 +251,9 @@ def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False)
         entry["scores"] = list(entry.pop("latest").values())
     view: dict[str, Any] = {
         "queued": counts["queued"], "running": counts["running"], "done": counts["done"],
-        "failed": counts["failed"],
+        "failed": counts["failed"], "error": counts["error"],
+        "grader_errors": [{"id": r.id, "student": r.student, "assignment": r.assignment,
+                           "reason": r.reason} for r in store.history() if r.state == "error"][:200],
         "assignments": {name: {"submissions": e["submissions"], "students": len(e["students"]),
                                "scores": sorted(e["scores"])}
                         for name, e in sorted(per_assignment.items())}}
@@ -448,6 +450,21 @@ class InstructorPage(_Base):
         self.page("instructor.html", queue=queue_view(self.service, self.store, figure=True))
 
 
+class RequeuePage(_Base):
+    """Staff: grade a grader error (or a failed submission) again (``Store.requeue``)."""
+
+    @_logged_in
+    def post(self) -> None:
+        if not self.me().instructor:
+            return self.page("missing.html", 403, what="the instructor view")
+        number = submission_number(self.get_body_argument("id", ""))
+        everything = self.get_body_argument("all", "") == "1"
+        if number is None and not everything:
+            return self.page("missing.html", 404, what="that submission")
+        self.store.requeue([] if number is None else [number], failed=everything)
+        self.redirect(self.url("instructor"), status=303)
+
+
 class ScoresCsv(_Base):
     @_logged_in
     def get(self) -> None:
@@ -515,6 +532,7 @@ def make_app(*, store: Store, settings: ServiceSettings, hub: bool, prefix: str 
     routes: list[tuple[str, type]] = [
         ("", IndexPage), ("submissions/([0-9]+)", SubmissionPage),
         ("instructor", InstructorPage), ("instructor/scores.csv", ScoresCsv),
+        ("instructor/requeue", RequeuePage),
         ("api/assignments", ApiAssignments), ("api/assignments/([^/]+)/policy", ApiPolicy),
         ("api/submissions", ApiSubmissions), ("api/submissions/([0-9]+)", ApiSubmission),
         ("api/queue", ApiQueue)]

@@ -21,6 +21,10 @@
     if (s.state === "failed") {
       box.append(el("p", "Not graded: " + (s.reason || "unknown reason"), "error"));
     }
+    if (s.state === "error") {
+      box.append(el("p", "The grader failed (not counted against your submissions): " +
+                    (s.reason || "unknown reason"), "error"));
+    }
     if (s.state !== "done") return;
     if (s.score !== undefined) {
       box.append(el("p", "Score: " + s.score + " / " + s.max_score, "score"));
