@@ -49,14 +49,17 @@ $(CHP):
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
 
 ## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
-## tests/slurm_cluster.py); bubblewrap (the grading sandbox). Each is installed only when missing.
-SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap
+## tests/slurm_cluster.py); bubblewrap (the grading sandbox); PostgreSQL (the service's queue on a
+## private cluster, tests/postgres_cluster.py). Each is installed only when missing.
+SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap \
+  initdb:postgresql
 ## Fonts, as fontconfig-language:package, one per edition of course.toml: without one chromium draws
 ## the edition's pages as boxes (tests/test_i18n_site.py looks at one). fonts-noto-cjk: 57 MB.
 SYSTEM_FONTS = $(shell $(PYTHON) -m autograder.manifest fonts)
 system-deps:
 	@MISSING=$$( { for dep in $(SYSTEM_DEPS); do \
-	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || echo $${dep#*:}; \
+	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || \
+	    ls /usr/lib/postgresql/*/bin/$${dep%%:*} >/dev/null 2>&1 || echo $${dep#*:}; \
 	  done; for font in $(SYSTEM_FONTS); do \
 	  fc-list :lang=$${font%%:*} 2>/dev/null | grep -q . || echo $${font#*:}; \
 	  done; } | sort -u | tr '\n' ' '); \

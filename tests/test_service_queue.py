@@ -11,10 +11,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from postgres_cluster import postgres_cluster
 from sqlalchemy.exc import IntegrityError
 
 from autograder.service.store import MAX_ATTEMPTS, Store, SubmissionRow
@@ -23,9 +25,18 @@ T0 = datetime(2026, 11, 2, 12, 0, 0)
 LEASE_S = 0.4  # short, so that expiry is seen in a test; the service's default is 60 s
 
 
-@pytest.fixture
-def url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'service.db'}"
+@pytest.fixture(scope="module")
+def postgres():
+    with postgres_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path) -> str:
+    """Each test on both databases: SQLite (the embedded default) and a real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'service.db'}"
+    return request.getfixturevalue("postgres").new_database(f"t{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture

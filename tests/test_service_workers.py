@@ -1,5 +1,5 @@
-"""Several ``autograder worker`` processes on one service database (SQLite here; PostgreSQL in
-production), each with its own state folder as on separate machines, through the faults a real
+"""Several ``autograder worker`` processes on one service database (SQLite, and a real PostgreSQL
+cluster of the test's own), each with its own state folder as on separate machines, through the faults a real
 deadline brings: one worker's machine dies (``kill -9`` of its whole process group) while it grades,
 another freezes (SIGSTOP past its lease, then SIGCONT: its late results are refused), a third starts
 late. Every submission is graded exactly once with batch's score; none is failed or a grader error."""
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from postgres_cluster import postgres_cluster
 from service_course import make_course, right_notebook
 
 from autograder.release import nbgrader_environment
@@ -88,8 +89,16 @@ def course(tmp_path) -> Path:
     return make_course(tmp_path / "course", students=STUDENTS, assignments=("01_strides",))
 
 
-def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, tmp_path):
-    db_url = f"sqlite:///{tmp_path / 'service.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'service.db'}"
+        return
+    with postgres_cluster() as cluster:
+        yield cluster.url.replace("postgresql+psycopg://", "postgresql://")  # as a user writes it
+
+
+def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, db_url, tmp_path):
     store = Store(db_url)
     content = slow(right_notebook(course))  # 3 s each: a fault always finds a notebook running
     ids = [store.add(student=s, assignment="01_strides", notebook="01_strides.ipynb",

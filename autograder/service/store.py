@@ -50,7 +50,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import CursorResult, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 if TYPE_CHECKING:
@@ -151,6 +151,8 @@ class Store:
     transactions take the write lock at BEGIN, for the read-then-write claims)."""
 
     def __init__(self, url: str, *, lease_s: float = LEASE_S) -> None:
+        if url.startswith(("postgresql://", "postgres://")):  # the driver this project ships
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
         self.url = url
         self.lease = timedelta(seconds=lease_s)
         self.sqlite = url.startswith("sqlite")
@@ -161,8 +163,14 @@ class Store:
             self.writer = create_engine(url, connect_args={"timeout": 30})
             event.listen(self.writer, "connect", _sqlite_immediate)
             event.listen(self.writer, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
-        _Base.metadata.create_all(self.engine)
-        _add_missing_columns(self.engine)
+        for attempt in range(3):  # workers starting at once on an empty PostgreSQL race to create
+            try:
+                _Base.metadata.create_all(self.engine)
+                _add_missing_columns(self.engine)
+                break
+            except (IntegrityError, ProgrammingError):
+                if attempt == 2:
+                    raise
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:
@@ -307,7 +315,8 @@ class Store:
         """The grader failed (not the student): queued again for a fresh sandbox, or ``error`` after
         ``MAX_ATTEMPTS`` started attempts. Returns the new state, None when the lease is not live."""
         with self.session(write=True) as s:
-            row = s.scalar(select(SubmissionRow).where(self._held(submission_id, lease)))
+            query = select(SubmissionRow).where(self._held(submission_id, lease))
+            row = s.scalar(query if self.sqlite else query.with_for_update())
             if row is None:
                 return None
             if row.attempts >= MAX_ATTEMPTS:
