@@ -64,6 +64,7 @@ class Service:
     log: Path | None = None
     process: subprocess.Popen | None = None
     lease_s: float | None = None  # the worker's lease (default: the service's)
+    extra: tuple[str, ...] = ()  # more `serve` arguments
 
     @property
     def url(self) -> str:
@@ -77,7 +78,7 @@ class Service:
             [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
              "--port", str(self.port), "--workers", str(self.workers),
              *(["--state", str(self.state)] if self.state else []),
-             *(["--lease-s", str(self.lease_s)] if self.lease_s else [])],
+             *(["--lease-s", str(self.lease_s)] if self.lease_s else []), *self.extra],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -16,10 +16,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import nbformat
 import pytest
 from postgres_cluster import postgres_cluster
-from service_course import make_course, right_notebook
+from service_course import Service, make_course, right_notebook, wait_graded
 
 from autograder.release import nbgrader_environment
 from autograder.service.store import Store
@@ -137,4 +138,44 @@ def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, d
         assert store.get(frozen).graded_count == 1  # by whichever worker claimed it again
     finally:
         for worker in workers.values():
+            worker.stop()
+
+
+def test_two_web_processes_share_the_database_and_the_sessions(course, tmp_path):
+    """Two ``serve --no-worker`` behind one proxy: a login on one is a session on the other, a
+    submission through one is graded by a worker elsewhere and seen through the other."""
+    state = tmp_path / "state"
+    db_url = f"sqlite:///{tmp_path / 'service.db'}"
+    webs = [Service(course, state=state, log=tmp_path / f"web{n}.log",
+                    extra=("--no-worker", "--service-db", db_url)) for n in (1, 2)]
+    worker = None
+    try:
+        for web in webs:
+            web.start()
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", "--course-root", str(course),
+                               "tokens", "issue", "w00", "--service-db", db_url], check=True,
+                              capture_output=True, text=True,
+                              env={**os.environ, **nbgrader_environment()})
+        token = done.stdout.split("\t")[1].strip()
+        with httpx.Client(base_url=webs[0].url) as http:
+            form = http.get("login")
+            xsrf = re.search(r'name="_xsrf" value="([^"]+)"', form.text)[1]
+            assert http.post("login", data={"token": token, "_xsrf": xsrf}).status_code == 303
+            cookies = http.cookies
+        with httpx.Client(base_url=webs[1].url, cookies=cookies) as other:
+            assert other.get("").status_code == 200  # the session holds on the second process
+            assert "Your submissions" in other.get("").text
+        with httpx.Client(base_url=webs[1].url, headers={"Authorization": f"Bearer {token}"},
+                          timeout=30) as http:
+            submitted = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                                  content=right_notebook(course)).json()["id"]
+        worker = WorkerProcess(course, db_url, tmp_path / "worker", tmp_path / "worker.log")
+        with httpx.Client(base_url=webs[0].url, headers={"Authorization": f"Bearer {token}"},
+                          timeout=30) as http:
+            status = wait_graded(http, submitted)
+        assert (status["state"], status["score"]) == ("done", 10.0)
+    finally:
+        for web in webs:
+            web.stop()
+        if worker is not None:
             worker.stop()

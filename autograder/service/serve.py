@@ -71,9 +71,16 @@ def cookie_secret(folder: Path) -> bytes:
     """A secret kept across restarts (sessions survive them), readable by this user only."""
     path = folder / "cookie_secret"
     if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        partial = folder / f".cookie_secret.{os.getpid()}"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(secrets.token_bytes(32))
+        try:
+            os.link(partial, path)  # atomic, and only the first of several processes wins
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
     return path.read_bytes()
 
 
@@ -121,7 +128,9 @@ def serve(options: ServeOptions) -> None:
     course = load_course(options.course_root)
     settings = ServiceSettings.of(course)  # a wrong policy stops the start, with its message
     folder = state_folder(options)
-    lock = _service_lock(folder)  # noqa: F841 - held for the life of this process
+    # held for the life of this process: one worker per state folder; web processes alone (several
+    # behind one proxy) share the folder, its database and its cookie secret
+    lock = _service_lock(folder) if options.worker else None  # noqa: F841
     db_url = options.db_url or default_url(folder)
     store = Store(db_url)
     host, port, prefix = options.host, options.port, options.prefix
