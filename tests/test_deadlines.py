@@ -10,7 +10,7 @@ import pytest
 
 from autograder.grading.execute.limits import ExecutionLimits, launch_message
 from autograder.grading.model import GRADE, NotebookProgram
-from autograder.sandbox.deadlines import Deadlines
+from autograder.sandbox.deadlines import SETUP_CELL_S, Deadlines, set_up_timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +47,10 @@ def test_no_other_module_keeps_a_grace_of_its_own():
         text = (ROOT / name).read_text(encoding="utf-8")
         assert not re.search(r"^[A-Z_]*GRACE[A-Z_]* = ", text, re.M), f"{name} defines a grace"
         assert not re.search(r"timeout \+ \w|timeout \* ", text), f"{name} computes a deadline itself"
+
+
+@pytest.mark.parametrize(("timeout", "expected"), [(None, SETUP_CELL_S), (0, SETUP_CELL_S),
+                                                   (5, 5), (300, SETUP_CELL_S)])
+def test_a_set_up_cell_before_the_students_code_gets_a_short_limit(timeout, expected):
+    assert set_up_timeout(timeout) == expected
+

@@ -17,6 +17,10 @@ notebook), ``GradeOptions``' fields. From them, for a cell that started at t = 0
 
 The notebook as a whole: the parent kills the checker ``notebook_timeout`` seconds after it started.
 A timeout of None or <= 0 means no per-cell limit (and no CPU rlimit).
+
+The instructor's locked cells that run before any of the student's code (the imports) get at most
+``SETUP_CELL_S`` (``set_up_timeout``): warm, they take milliseconds, and a hang there is the grading
+machine's fault (``errors.GraderFault``: retried, never a score), so it is cut short.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ CHECKER_GRACE_S = 1.0  # the checker's own alarm comes this long after the chann
 PARENT_GRACE_S = 5.0  # the parent's SIGKILL comes this long after the cell's limit
 CPU_FACTOR = 4  # CPU seconds per wall second of the limit (a few threads at full speed)
 CPU_SLACK_S = 60  # CPU seconds on top (imports, the template's own start)
+SETUP_CELL_S = 60.0  # the most a set-up cell before the student's code may take
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ class Deadlines:
     @property
     def notebook_s(self) -> float | None:
         return self.notebook_timeout if self.notebook_timeout and self.notebook_timeout > 0 else None
+
+
+def set_up_timeout(timeout: float | None) -> float:
+    """The per-cell limit of a set-up cell that runs before any of the student's code."""
+    cell = Deadlines(timeout).cell_s
+    return SETUP_CELL_S if cell is None else min(cell, SETUP_CELL_S)
 
 
 def channel_wait_s(remaining: float | None) -> float | None:

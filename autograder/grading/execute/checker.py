@@ -38,7 +38,7 @@ from autograder.grading.execute.limits import ExecutionLimits
 from autograder.grading.execute.outputs import KeptFilesBudget, OutputBudget, as_text
 from autograder.grading.model import GRADE, TRUSTED, NotebookProgram
 from autograder.sandbox import channel
-from autograder.sandbox.deadlines import Deadlines
+from autograder.sandbox.deadlines import Deadlines, set_up_timeout
 from autograder.sandbox.inside import shell
 from autograder.sandbox.inside.protocol import Failure
 
@@ -87,9 +87,12 @@ def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str
     names = _Names(checker_shell.user_ns)
     sandbox.before_request = lambda: _sync_names(sandbox, names)
     count: int | None = 0
+    set_up = True  # nothing of the student's has run yet (deadlines.set_up_timeout)
     for index, source, tags, kind in program.cells:
         if not source.strip() or shell.SKIP_TAG in tags:
             continue
+        set_up = set_up and kind == TRUSTED
+        timeout = set_up_timeout(program.timeout) if set_up else program.timeout
         conn.send((Event.START, index))
         recorder.clear()
         try:
@@ -97,10 +100,10 @@ def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str
                 _run_grade_cell(checker_shell, recorder, sandbox, names, source, program.timeout)
                 outputs, count = recorder.outputs, checker_shell.execution_count - 1
             else:
-                outputs, count = sandbox.run_cell(source, program.timeout)
+                outputs, count = sandbox.run_cell(source, timeout)
                 kept.take(sandbox, conn)
                 if kind == TRUSTED:
-                    _run_quietly(checker_shell, recorder, _imports_only(source), program.timeout)
+                    _run_quietly(checker_shell, recorder, _imports_only(source), timeout)
                     names.mark_trusted()
                     names.mark_own()
         except channel.SandboxDied as died:
