@@ -25,7 +25,7 @@ from service_course import Service, make_course, right_notebook, wait_graded
 from autograder.release import nbgrader_environment
 from autograder.service.store import Store
 
-STUDENTS = tuple(f"w{i:02d}" for i in range(14))
+STUDENTS = tuple(f"w{i:02d}" for i in range(10))
 LEASE_S = 4.0
 
 
@@ -79,9 +79,9 @@ def _wait_started_by(store: Store, worker: str, timeout: float = 180) -> int:
 
 
 def slow(content: bytes) -> bytes:
-    """The notebook with a cell of the student's own that takes 3 s (it changes no score)."""
+    """The notebook with a cell of the student's own that takes 2 s (it changes no score)."""
     nb = nbformat.reads(content.decode(), as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(3)"))
+    nb.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(2)"))
     return nbformat.writes(nb).encode()
 
 
@@ -101,7 +101,7 @@ def db_url(request, tmp_path):
 
 def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, db_url, tmp_path):
     store = Store(db_url)
-    content = slow(right_notebook(course))  # 3 s each: a fault always finds a notebook running
+    content = slow(right_notebook(course))  # 2 s each: a fault always finds a notebook running
     ids = [store.add(student=s, assignment="01_strides", notebook="01_strides.ipynb",
                      content=content, received_at=datetime(2026, 11, 2, 12, i), late=False)
            for i, s in enumerate(STUDENTS)]
