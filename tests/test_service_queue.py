@@ -10,6 +10,7 @@ import multiprocessing
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -17,9 +18,11 @@ from datetime import datetime, timedelta
 
 import pytest
 from postgres_cluster import postgres_cluster
+from service_course import make_course
 from sqlalchemy.exc import IntegrityError
 
 from autograder.service.store import MAX_ATTEMPTS, Store, SubmissionRow
+from autograder.service.worker import Worker, WorkerOptions
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 LEASE_S = 0.4  # short, so that expiry is seen in a test; the service's default is 60 s
@@ -214,3 +217,25 @@ def test_serve_requeue_from_the_command_line(url, tmp_path):
     assert (store.get(a).state, store.get(a).attempts) == ("queued", 0)
     wrong = subprocess.run([*command, "first"], capture_output=True, text=True)
     assert wrong.returncode == 1 and "submission ids are numbers" in wrong.stderr
+
+
+def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(tmp_path):
+    """A worker claims up to twice its sandboxes; the claims that wait for a free one are renewed by
+    the heartbeat like the running ones, so a busy worker never loses (and regrades) its own queue."""
+    course = make_course(tmp_path / "course", assignments=("01_strides",))
+    worker = Worker(WorkerOptions(course_root=course, state_dir=tmp_path / "state",
+                                  grading={"workers": 1}, lease_s=LEASE_S * 2))
+    ids = submit(worker.store, "alice", "bob")
+    worker.workspace.prepare()
+    stop = threading.Event()
+    heartbeat = threading.Thread(target=worker._heartbeat, args=(stop,), daemon=True)
+    heartbeat.start()  # as Worker.run does, before the first claim
+    requests = worker._requests(stop)
+    assert next(requests) == ("alice", "01_strides")  # bob's claim now waits for the one sandbox
+    time.sleep(LEASE_S * 10)  # five leases long
+    stop.set()
+    heartbeat.join()
+    rows = {row.student: row for row in (worker.store.get(i) for i in ids)}
+    assert {s: r.state for s, r in rows.items()} == {"alice": "running", "bob": "running"}
+    assert all(r.claimed_by == worker.id and r.attempts == 0 for r in rows.values()), rows
+    assert next(requests) == ("bob", "01_strides")  # its turn: still its own claim

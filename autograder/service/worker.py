@@ -128,8 +128,9 @@ class Worker:
                 time.sleep(IDLE_S)
                 yield None
                 continue
-            for job in jobs:
+            for job in jobs:  # all of them now: a claim waiting its turn is renewed too
                 self._stage(job)
+            for job in jobs:
                 yield (job.student, job.assignment)
 
     def _stage(self, job: ClaimedSubmission) -> None:
