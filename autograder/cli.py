@@ -171,6 +171,10 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
                    help="a claim a worker does not renew for S seconds (it died, froze or lost the "
                         f"database) goes back to the queue (default {LEASE_S:g}; renewed every S/4)")
+    p.add_argument("--gpu", action="store_true",
+                   help="the worker's machine has a CUDA device (checked at start): it grades the "
+                        "exercises with GPU-only checks too; without it, and without --allow-cpu, "
+                        "those wait in the queue for a worker that has one")
 
 
 def _executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -393,7 +397,7 @@ def _serve(args) -> int:
     serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
                        hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
                        grading=given_grading(args), lease_s=args.lease_s,
-                       worker=not args.no_worker))
+                       worker=not args.no_worker, gpu=args.gpu))
     return 0
 
 
@@ -428,7 +432,7 @@ def _worker(args) -> int:
 
     argv = ["--course-root", str(args.course_root), "--state", str(args.state),
             "--db", args.service_db, "--grading", settings_json(given_grading(args)),
-            "--lease-s", str(args.lease_s)]
+            "--lease-s", str(args.lease_s), *(["--gpu"] if args.gpu else [])]
     return main(argv)
 
 

@@ -239,3 +239,35 @@ def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(tmp_path)
     assert {s: r.state for s, r in rows.items()} == {"alice": "running", "bob": "running"}
     assert all(r.claimed_by == worker.id and r.attempts == 0 for r in rows.values()), rows
     assert next(requests) == ("bob", "01_strides")  # its turn: still its own claim
+
+
+def test_claims_skip_the_assignments_a_worker_leaves_to_others(store):
+    submit(store, "alice")
+    store.add(student="bob", assignment="04_adagrad", notebook="04_adagrad.ipynb", content=b"{}",
+              received_at=T0, late=False)
+    assert [c.student for c in store.claim("cpu-only", 5, skip=("04_adagrad",))] == ["alice"]
+    assert [c.assignment for c in store.claim("with-gpu", 5)] == ["04_adagrad"]
+
+
+def test_a_worker_without_a_gpu_leaves_the_gpu_exercises_to_one_with_it(tmp_path, monkeypatch):
+    """On CPU a GPU-only check scores 0 (a fault of the machine, not of the notebook): a worker
+    that has no GPU, and may not run GPU checks on CPU, does not take those exercises at all."""
+    import torch
+
+    from autograder.errors import DeviceError
+
+    monkeypatch.delenv("AUTOGRADER_ALLOW_CPU", raising=False)
+    course = make_course(tmp_path / "course", assignments=("01_strides", "04_adagrad"))
+
+    def worker(**options) -> Worker:
+        made = Worker(WorkerOptions(course_root=course, state_dir=tmp_path / "state", **options))
+        made._route()
+        return made
+
+    assert worker().skip == ("04_adagrad",)
+    assert worker(grading={"allow_cpu": True}).skip == ()  # the course staff's choice: CPU paths
+    if torch.cuda.is_available():
+        assert worker(gpu=True).skip == ()
+    else:  # --gpu is checked, never taken on trust
+        with pytest.raises(DeviceError, match="no CUDA device"):
+            worker(gpu=True)

@@ -48,6 +48,7 @@ class ServeOptions:
     worker_args: list[str] = field(default_factory=list)
     lease_s: float = LEASE_S  # the worker's claims live this long without a heartbeat
     worker: bool = True  # False: grading is done by `autograder worker` processes elsewhere
+    gpu: bool = False  # the worker has a CUDA device: it takes the GPU exercises too
 
 
 def state_folder(options: ServeOptions) -> Path:
@@ -119,7 +120,7 @@ def worker_command(options: ServeOptions, course_root: Path, folder: Path, db_ur
     return [sys.executable, "-m", "autograder.service.worker", "--course-root", str(course_root),
             "--state", str(folder), "--db", db_url, "--grading", settings_json(options.grading),
             "--with-parent", "--nice", str(options.worker_nice), "--lease-s", str(options.lease_s),
-            *options.worker_args]
+            *(["--gpu"] if options.gpu else []), *options.worker_args]
 
 
 def serve(options: ServeOptions) -> None:

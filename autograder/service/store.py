@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -229,26 +229,29 @@ class Store:
                 attempts=SubmissionRow.attempts - case((SubmissionRow.lease_started, 1), else_=0),
                 **_UNCLAIMED)))
 
-    def claim(self, worker: str, limit: int) -> list[ClaimedSubmission]:
+    def claim(self, worker: str, limit: int, *,
+              skip: Collection[str] = ()) -> list[ClaimedSubmission]:
         """Up to ``limit`` queued submissions under a fresh lease each, fair: at most one per
         student (and none of a student with one running), lowest round first (a student's first
-        pending submission before anyone's second), then oldest."""
+        pending submission before anyone's second), then oldest. Submissions of the assignments
+        in ``skip`` are left to other workers (a worker without a GPU skips the GPU exercises)."""
         if limit < 1:
             return []
         for _ in range(3):  # PostgreSQL: two claims may pick one student's rows at once
             try:
-                return self._claim(worker, limit)
+                return self._claim(worker, limit, skip)
             except IntegrityError:
                 continue
         return []
 
-    def _claim(self, worker: str, limit: int) -> list[ClaimedSubmission]:
+    def _claim(self, worker: str, limit: int, skip: Collection[str]) -> list[ClaimedSubmission]:
         now = utcnow()
         with self.session(write=True) as s:
             busy = set(s.scalars(select(SubmissionRow.student).where(
                 SubmissionRow.state == "running")))
             query = select(SubmissionRow.id, SubmissionRow.student).where(
-                SubmissionRow.state == "queued").order_by(
+                SubmissionRow.state == "queued", SubmissionRow.assignment.not_in(list(skip))
+            ).order_by(
                 SubmissionRow.round, SubmissionRow.received_at, SubmissionRow.id).limit(
                 max(limit * 8, 64))
             if not self.sqlite:

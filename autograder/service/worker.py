@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -32,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course import load_course
-from autograder.grading import GradeOptions, SubmissionResult, executor_class, grade, grade_stream
+from autograder.errors import DeviceError
+from autograder.grading import (
+    GradeOptions,
+    SubmissionResult,
+    executor_class,
+    gpu_cells,
+    grade,
+    grade_stream,
+)
 from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.results import graded_feedback
@@ -54,6 +63,7 @@ class WorkerOptions:
     grading: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 50  # slurm: submissions per grade() batch
     lease_s: float = LEASE_S  # a claim without a heartbeat for this long is anyone's again
+    gpu: bool = False  # this machine has a CUDA device for the GPU-only checks (--gpu, verified)
 
 
 class Worker:
@@ -71,6 +81,9 @@ class Worker:
         self.inflight: dict[tuple[str, str], ClaimedSubmission] = {}
         self._inflight_lock = threading.Lock()
         self.grading = GradeOptions.of(**options.grading)  # checked now: a wrong setting stops the start
+        if options.gpu:
+            require_cuda()
+        self.skip: tuple[str, ...] = ()  # assignments left to workers with a GPU
 
     def run(self, stop: threading.Event) -> None:
         log.info("%s: grading (pid %d, leases of %g s)", self.id, os.getpid(), self.options.lease_s)
@@ -80,12 +93,27 @@ class Worker:
         heartbeat.start()
         while not stop.is_set():
             self.workspace.prepare()
+            self._route()
             grade_options = self._grade_options()
             if executor_class(self.grading.executor).streams:
                 grade_stream(grade_options, self._requests(stop), self._settled,
                              started=self._started)
             else:
                 self._batch(grade_options, stop)
+
+    def _route(self) -> None:
+        """Without a GPU, the assignments with GPU-only grade cells are left in the queue for a
+        worker with one (on CPU they would score 0: a fault of the grader, not of the notebook),
+        unless GPU checks may run their CPU path here (``--allow-cpu``)."""
+        if self.options.gpu or self.grading.cpu_allowed or self.grading.device == "cuda":
+            skip: tuple[str, ...] = ()
+        else:
+            with self.course.gradebook() as gb:
+                names = sorted(a.name for a in gb.assignments)
+            skip = tuple(name for name in names if gpu_cells(self.course, name))
+        if skip and skip != self.skip:
+            log.info("%s: no GPU: %s left to a worker started with --gpu", self.id, ", ".join(skip))
+        self.skip = skip
 
     def _recover(self) -> None:
         requeued, errored = self.store.recover()
@@ -122,7 +150,7 @@ class Worker:
                 checked = time.monotonic()
                 if definitions_fingerprint(self.course) != self.workspace._fingerprint:
                     return  # the course changed its assignments: mirror again, then go on
-            jobs = self.store.claim(self.id, capacity - len(self.inflight)) \
+            jobs = self.store.claim(self.id, capacity - len(self.inflight), skip=self.skip) \
                 if len(self.inflight) < capacity else []
             if not jobs:
                 time.sleep(IDLE_S)
@@ -192,7 +220,7 @@ class Worker:
 
     # -- slurm: batches -------------------------------------------------------------------------
     def _batch(self, grade_options: GradeOptions, stop: threading.Event) -> None:
-        jobs = self.store.claim(self.id, self.options.batch_size)
+        jobs = self.store.claim(self.id, self.options.batch_size, skip=self.skip)
         if not jobs:
             stop.wait(1.0)
             return
@@ -227,6 +255,17 @@ def _die_with_parent() -> None:
         pass
 
 
+def require_cuda() -> None:
+    """``--gpu`` is a promise to the queue: checked with this environment's torch, in a child (the
+    worker itself never initialises CUDA)."""
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() != "True":
+        raise DeviceError("autograder worker --gpu: this machine has no CUDA device for torch "
+                          f"({(probe.stdout + probe.stderr).strip()[-200:] or 'no answer'}); "
+                          "start it without --gpu (GPU exercises then wait for a worker with one)")
+
+
 def command_line() -> argparse.ArgumentParser:
     """The worker's command line (``serve.worker_command`` writes it)."""
     parser = argparse.ArgumentParser(prog="python -m autograder.service.worker")
@@ -237,6 +276,8 @@ def command_line() -> argparse.ArgumentParser:
                         help="grading settings, as `autograder serve` writes them (GradeOptions' "
                              "defaults for the rest)")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
+    parser.add_argument("--gpu", action="store_true",
+                        help="this machine has a CUDA device: take the GPU exercises too")
     parser.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
                         help="a claim this worker does not renew for S seconds is anyone's again "
                              f"(default {LEASE_S:g}; renewed every S/4)")
@@ -266,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     with workspace_lock(args.state):
         worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
                                       db_url=args.db, grading=args.grading,
-                                      lease_s=args.lease_s))
+                                      lease_s=args.lease_s, gpu=args.gpu))
         try:
             worker.run(stop)
         except WorkerStopped:
