@@ -2,6 +2,7 @@
 
     python benchmarks/service_load.py [--students N] [--workers W] [--concurrency C]
                                       [--poll-interval S] [--worker-nice N] [--keep DIR]
+                                      [--worker-processes K [--postgresql] [--faults] [--lease-s S]]
 
 Builds a temporary course (``tests/service_course.make_course``: 01_strides and 02_einops released, N
 students s000... on the roster), starts ``autograder serve`` on it standalone (``Service``, course
@@ -20,6 +21,14 @@ finished_at in the database), the status request's latency during the burst, the
 and their ratio, the CPU the client and the web process took, and the load average (the machine may
 be shared). ``--worker-nice N`` is an experiment: the service's worker with its sandboxes, and the batch
 run, at niceness N, the web process at this script's.
+
+``--worker-processes K``: the web process alone (``serve --no-worker``) and K ``autograder worker``
+processes, each with its own state folder as on K machines, sharing W sandboxes between them;
+``--postgresql`` puts the queue on a private PostgreSQL cluster (``tests/postgres_cluster.py``).
+``--faults`` (K >= 3): mid-burst the first worker's machine dies (``kill -9`` of its process group
+while a notebook runs), the second freezes (SIGSTOP for 2.5 leases while a notebook runs, then SIGCONT:
+its late results must be refused), and the last starts only after the kill. Then nothing may be
+failed or a grader error, and every submission is still graded exactly once with batch's score.
 """
 
 from __future__ import annotations
@@ -31,12 +40,14 @@ import itertools
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +59,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from service_course import ASSIGNMENTS, Service, make_course  # noqa: E402
+from postgres_cluster import postgres_cluster  # noqa: E402
+from service_course import ASSIGNMENTS, Service, WorkerProcess, make_course  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
 
 from autograder import samples  # noqa: E402
 from autograder.course import load_course  # noqa: E402
@@ -210,8 +224,50 @@ async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: f
     return latencies, window[0], window[1]
 
 
-def db_rows(state: Path) -> list[SubmissionRow]:
-    return Store(default_url(state)).history()
+def db_rows(url: str) -> list[SubmissionRow]:
+    return Store(url).history()
+
+
+def started_on(store: Store, worker: str) -> bool:
+    """Whether a notebook claimed by ``worker`` is running in a sandbox now (a cheap query)."""
+    with Session(store.engine) as session:
+        return session.scalar(select(SubmissionRow.id).where(
+            SubmissionRow.state == "running", SubmissionRow.claimed_by == worker,
+            SubmissionRow.lease_started).limit(1)) is not None
+
+
+@dataclass
+class Faults:
+    """What ``--faults`` did, when (seconds after the first 202), and what the workers logged."""
+    events: list[str]
+    refused: int = 0  # late results the frozen worker offered, refused
+    requeued: int = 0  # "queued again" lines: expired leases put back
+
+
+def inject_faults(store: Store, workers: list[WorkerProcess], start_late: Callable[[], WorkerProcess],
+                  lease_s: float, t0: float, stop: threading.Event, out: Faults) -> None:
+    """Kill the first worker mid-notebook, freeze the second past its lease, start the last late."""
+    def wait_started(worker: WorkerProcess) -> bool:
+        name = worker.worker_id()
+        while not stop.is_set():
+            if started_on(store, name):
+                return True
+            stop.wait(0.05)
+        return False
+
+    if not wait_started(workers[0]):
+        return
+    workers[0].signal_group(signal.SIGKILL)
+    out.events.append(f"{time.monotonic() - t0:.1f} s: kill -9 of worker 1 (a notebook running)")
+    workers.append(start_late())
+    out.events.append(f"{time.monotonic() - t0:.1f} s: worker {len(workers)} started late")
+    if not wait_started(workers[1]):
+        return
+    workers[1].signal_group(signal.SIGSTOP)
+    out.events.append(f"{time.monotonic() - t0:.1f} s: SIGSTOP of worker 2 (a notebook running)")
+    stop.wait(2.5 * lease_s)
+    workers[1].signal_group(signal.SIGCONT)
+    out.events.append(f"{time.monotonic() - t0:.1f} s: SIGCONT of worker 2, {2.5 * lease_s:g} s later")
 
 
 def machine_cpu() -> float:
@@ -259,7 +315,29 @@ def main() -> int:
                         help="experiment: run the service's worker and its sandboxes at niceness N "
                              "(the web process keeps this script's)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the courses in this directory")
+    parser.add_argument("--worker-processes", type=int, default=0, metavar="K",
+                        help="serve --no-worker and K `autograder worker` processes (default 0: the "
+                             "service's own worker)")
+    parser.add_argument("--postgresql", action="store_true",
+                        help="the queue on a private PostgreSQL cluster (default: SQLite)")
+    parser.add_argument("--faults", action="store_true",
+                        help="kill -9 one worker, freeze another past its lease, start one late "
+                             "(needs --worker-processes 3 or more)")
+    parser.add_argument("--lease-s", type=float, default=10.0, metavar="S",
+                        help="the worker processes' lease (default 10)")
     args = parser.parse_args()
+    if args.faults and args.worker_processes < 3:
+        parser.error("--faults needs --worker-processes 3 or more")
+    if args.worker_processes and args.workers < args.worker_processes:
+        parser.error("--workers is the sandboxes of all worker processes together: at least one each")
+    with contextlib.ExitStack() as stack:
+        url = None
+        if args.postgresql:
+            url = stack.enter_context(postgres_cluster()).url
+        return run(args, url)
+
+
+def run(args: argparse.Namespace, db_url: str | None) -> int:
 
     base = Path(args.keep or tempfile.mkdtemp(prefix="service-load-"))
     service_root, batch_root = base / "service", base / "batch"
@@ -272,14 +350,33 @@ def main() -> int:
     shutil.copytree(service_root, batch_root)  # before the service writes anything into it
     subs = build_class(service_root, args.students)
     wrong = sum(s.variant != "reference" for s in subs)
+    split = [args.workers // args.worker_processes + (i < args.workers % args.worker_processes)
+             for i in range(args.worker_processes)]
+    where = (f"{args.worker_processes} worker processes ({'+'.join(map(str, split))} sandboxes) on "
+             f"{'PostgreSQL' if db_url else 'SQLite'}{', with faults' if args.faults else ''}"
+             if args.worker_processes else "the service's own worker")
     print(f"{args.students} students, one notebook each ({', '.join(ASSIGNMENTS)} alternating; "
-          f"{wrong} catalogue wrong answers); {os.cpu_count()} CPUs, {args.workers} workers, "
+          f"{wrong} catalogue wrong answers); {os.cpu_count()} CPUs, {args.workers} workers, {where}, "
           f"{args.concurrency} connections, polling "
           f"{'as the page does' if args.poll_interval <= 0 else f'every {args.poll_interval:g} s'}; "
           f"niceness {os.nice(0)}{'' if args.worker_nice is None else f', worker and batch {args.worker_nice}'}; "
           f"courses in {base}")
 
-    service = Service(service_root, workers=args.workers).start(timeout=120)
+    state = service_root / ".service"
+    url = db_url or default_url(state)
+    extra = ("--no-worker", "--service-db", url) if args.worker_processes else ()
+    service = Service(service_root, workers=args.workers, extra=extra).start(timeout=120)
+    logs = [base / f"worker{i + 1}.log" for i in range(args.worker_processes)]
+
+    def worker(index: int) -> WorkerProcess:
+        return WorkerProcess(service_root, url, base / f"worker{index + 1}", logs[index],
+                             workers=split[index], lease_s=args.lease_s)
+
+    workers = [worker(i) for i in range(args.worker_processes - bool(args.faults))]
+    for process in workers:
+        process.worker_id()  # started and grading (its course mirror made) before the burst
+    faults = Faults([])
+    stop_faults = threading.Event()
     stop_renice = threading.Event()
     if args.worker_nice is not None:
         threading.Thread(target=renice_worker, args=(service.process.pid, args.worker_nice,
@@ -291,17 +388,28 @@ def main() -> int:
         load_before = loadavg()
         cpu_before = cpu_snapshot(service.process.pid)
         started = time.monotonic()
+        if args.faults:
+            threading.Thread(target=inject_faults, daemon=True, args=(
+                Store(url), workers, lambda: worker(args.worker_processes - 1), args.lease_s,
+                started, stop_faults, faults)).start()
         probes, probe_from, probe_to = asyncio.run(burst(
             service.url, subs, concurrency=args.concurrency, poll_s=args.poll_interval,
             deadline_s=args.deadline))
         burst_s = time.monotonic() - started
         cpu_after = cpu_snapshot(service.process.pid)
         load_burst = loadavg()
-        rows = db_rows(service_root / ".service")
+        rows = db_rows(url)
     finally:
+        stop_faults.set()
         stop_renice.set()
+        for process in workers:
+            process.stop()
         service.stop()
     log_text = service.log.read_text(errors="replace") if service.log else ""
+    worker_logs = "".join(log.read_text(errors="replace") for log in logs if log.exists())
+    faults.refused = worker_logs.count("the lease expired before its result (refused)")
+    faults.requeued = worker_logs.count("queued again")
+    log_text += worker_logs
 
     accepted = [s for s in subs if s.status == 202]
     done = [s for s in accepted if s.state == "done"]
@@ -320,6 +428,7 @@ def main() -> int:
     queued = [(r.started_at - r.received_at).total_seconds() for r in rows_done if r.started_at]
     running = [(r.finished_at - r.started_at).total_seconds() for r in rows_done if r.started_at]
     once = sum(r.graded_count == 1 for r in rows)
+    not_done = {state: sum(r.state == state for r in rows) for state in ("failed", "error")}
     service_s = last_done - first_accept
     db_span = (max(r.finished_at for r in rows_done) - min(r.received_at for r in rows_done)
                ).total_seconds() if rows_done else float("nan")
@@ -331,6 +440,10 @@ def main() -> int:
         problems.append(f"{len(accepted) - len(done)} accepted but not seen done: " + ", ".join(
             f"{s.student}#{s.id} {s.state or 'pending'} {s.refusal}"
             for s in accepted if s.state != "done")[:1000])
+    if any(not_done.values()):
+        problems.append(f"{not_done['failed']} failed and {not_done['error']} grader errors")
+    if args.faults and len(faults.events) < 4:
+        problems.append(f"the faults did not all happen: {faults.events}")
     if len(rows) != len(accepted) or once != len(rows) or len(rows_done) != len(rows) or \
             {s.id for s in accepted} != set(by_id):
         problems.append(f"database: {len(rows)} rows for {len(accepted)} accepted, "
@@ -372,6 +485,12 @@ def main() -> int:
     print(f"batch autograder grade    : {batch_s:7.1f} s  {per_min_batch:6.1f} notebooks/minute "
           f"({args.workers} workers, fresh copy of the course, the whole command)")
     print(f"ratio service / batch     : {per_min_service / per_min_batch:.2f}")
+    if args.worker_processes:
+        print(f"failed / grader errors    : {not_done['failed']} / {not_done['error']}")
+    if args.faults:
+        print(f"faults                    : {'; '.join(faults.events)}")
+        print(f"  recovered               : {faults.requeued} 'queued again' lines (expired leases "
+              f"put back); {faults.refused} late result(s) of the frozen worker refused")
     print(f"same scores as batch      : {'yes' if not differ else 'NO'} ({len(subs)} students; "
           f"mean {statistics.fmean([s.score or 0 for s in done] or [0]):.2f})")
     print(f"{f'CPU busy (of {os.cpu_count()} cores)':<26}: service phase {cpu['machine'] / burst_s:.2f} "

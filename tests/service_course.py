@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,6 +116,45 @@ class Service:
         out = subprocess.run(args, check=True, capture_output=True, text=True,
                              env={**os.environ, **nbgrader_environment()}).stdout
         return dict(line.split("\t") for line in out.strip().splitlines())
+
+
+class WorkerProcess:
+    """One ``autograder worker``, in its own process group (its sandboxes die with it)."""
+
+    def __init__(self, course: Path, db_url: str, state: Path, log: Path, *, workers: int = 1,
+                 lease_s: float | None = None, extra: tuple[str, ...] = ()) -> None:
+        self.log = log
+        env = {**os.environ, **nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"}
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "autograder.cli", "--course-root", str(course), "worker",
+                 "--service-db", db_url, "--state", str(state), "--workers", str(workers),
+                 *(["--lease-s", str(lease_s)] if lease_s else []), *extra],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def worker_id(self, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"(worker-[0-9a-f]{12}): grading", self.log.read_text())
+            if found:
+                return found.group(1)
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.1)
+        raise AssertionError(f"the worker did not start: {self.log.read_text()[-3000:]}")
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+    def stop(self) -> None:
+        self.signal_group(signal.SIGCONT)
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.signal_group(signal.SIGKILL)
 
 
 def client(service: Service, token: str) -> httpx.Client:

@@ -6,7 +6,6 @@ late. Every submission is graded exactly once with batch's score; none is failed
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -20,51 +19,13 @@ import httpx
 import nbformat
 import pytest
 from postgres_cluster import postgres_cluster
-from service_course import Service, make_course, right_notebook, wait_graded
+from service_course import Service, WorkerProcess, make_course, right_notebook, wait_graded
 
 from autograder.release import nbgrader_environment
 from autograder.service.store import Store
 
 STUDENTS = tuple(f"w{i:02d}" for i in range(10))
 LEASE_S = 4.0
-
-
-class WorkerProcess:
-    """One ``autograder worker``, in its own process group (its sandboxes die with it)."""
-
-    def __init__(self, course: Path, db_url: str, state: Path, log: Path) -> None:
-        self.log = log
-        env = {**os.environ, **nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"}
-        with open(log, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "autograder.cli", "--course-root", str(course), "worker",
-                 "--service-db", db_url, "--state", str(state), "--workers", "1",
-                 "--lease-s", str(LEASE_S)],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-    def worker_id(self, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(r"(worker-[0-9a-f]{12}): grading", self.log.read_text())
-            if found:
-                return found.group(1)
-            assert self.process.poll() is None, self.log.read_text()[-3000:]
-            time.sleep(0.1)
-        raise AssertionError(f"the worker did not start: {self.log.read_text()[-3000:]}")
-
-    def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signum)
-
-    def stop(self) -> None:
-        self.signal_group(signal.SIGCONT)
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-        self.signal_group(signal.SIGKILL)
 
 
 def _wait_started_by(store: Store, worker: str, timeout: float = 180) -> int:
@@ -106,7 +67,7 @@ def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, d
                      content=content, received_at=datetime(2026, 11, 2, 12, i), late=False)
            for i, s in enumerate(STUDENTS)]
     logs = {name: tmp_path / f"{name}.log" for name in ("dies", "freezes", "late")}
-    workers = {name: WorkerProcess(course, db_url, tmp_path / name, logs[name])
+    workers = {name: WorkerProcess(course, db_url, tmp_path / name, logs[name], lease_s=LEASE_S)
                for name in ("dies", "freezes")}
     try:
         names = {name: worker.worker_id() for name, worker in workers.items()}
@@ -114,7 +75,7 @@ def test_a_dead_a_frozen_and_a_late_worker_grade_every_submission_once(course, d
         workers["dies"].signal_group(signal.SIGKILL)  # its machine dies mid-notebook
         frozen = _wait_started_by(store, names["freezes"])
         workers["freezes"].signal_group(signal.SIGSTOP)
-        workers["late"] = WorkerProcess(course, db_url, tmp_path / "late", logs["late"])
+        workers["late"] = WorkerProcess(course, db_url, tmp_path / "late", logs["late"], lease_s=LEASE_S)
         names["late"] = workers["late"].worker_id()
         time.sleep(LEASE_S * 2)  # the frozen worker's leases expire; the late one takes them
         workers["freezes"].signal_group(signal.SIGCONT)
@@ -169,7 +130,8 @@ def test_two_web_processes_share_the_database_and_the_sessions(course, tmp_path)
                           timeout=30) as http:
             submitted = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
                                   content=right_notebook(course)).json()["id"]
-        worker = WorkerProcess(course, db_url, tmp_path / "worker", tmp_path / "worker.log")
+        worker = WorkerProcess(course, db_url, tmp_path / "worker", tmp_path / "worker.log",
+                               lease_s=LEASE_S)
         with httpx.Client(base_url=webs[0].url, headers={"Authorization": f"Bearer {token}"},
                           timeout=30) as http:
             status = wait_graded(http, submitted)
