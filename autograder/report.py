@@ -33,6 +33,8 @@ class Grades:
     score: dict[tuple[str, str], float] = field(default_factory=dict)  # (student, assignment)
     cell_score: dict[tuple[str, str, str], float] = field(default_factory=dict)
     problems: list[tuple[str, str, str]] = field(default_factory=list)  # student, assignment, why
+    # student, assignment, what the static review found (forbidden APIs, dynamic access)
+    review: list[tuple[str, str, str]] = field(default_factory=list)
     devices: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def over_maximum(self) -> list[tuple[str, str, float, float]]:
@@ -73,7 +75,16 @@ def read_grades(course: Course) -> Grades:
                     grades.devices[(student, assignment.name)] = run.get("device", "?")
                     for why in run.get("problems", []):
                         grades.problems.append((student, assignment.name, why))
+                    for found in run.get("review", []):
+                        grades.review.append((student, assignment.name, _finding(found)))
     return grades
+
+
+def _finding(found: dict) -> str:
+    """A run record's finding as one line: ``notebook.ipynb, cell, line N: what (rule)``."""
+    rule = f": {found['rule']}" if found.get("rule") else ""
+    return (f"{found.get('notebook', '?')}.ipynb, {found.get('cell', '?')}, line "
+            f"{found.get('line', '?')}: {found.get('kind', '?')}: {found.get('what', '?')}{rule}")
 
 
 def write_csv(grades: Grades, path: Path) -> Path:
@@ -176,6 +187,16 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
         parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}</td></tr>"
                   for a, c, r, n in rates]
         parts.append("</table>")
+    parts.append("<h2>Needs review: forbidden APIs and dynamic access</h2>")
+    if grades.review:
+        parts.append("<p>What the static review found in the students' own cells before they ran "
+                     "(a reading of the code, not a verdict: look at each one).</p>")
+        parts.append("<table><tr><th>student</th><th>assignment</th><th>where and what</th></tr>")
+        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(w)}</td></tr>"
+                  for s, a, w in sorted(grades.review)]
+        parts.append("</table>")
+    else:
+        parts.append("<p>None: no student cell uses a forbidden API or reaches code dynamically.</p>")
     parts.append("<h2>Grading problems</h2>")
     if grades.problems:
         parts.append("<table><tr><th>student</th><th>assignment</th><th>what happened</th></tr>")

@@ -364,8 +364,8 @@ def run(args: argparse.Namespace, db_url: str | None) -> int:
 
     state = service_root / ".service"
     url = db_url or default_url(state)
-    extra = ("--no-worker", "--service-db", url) if args.worker_processes else ()
-    service = Service(service_root, workers=args.workers, extra=extra).start(timeout=120)
+    service = Service(service_root, workers=args.workers, db_url=db_url,
+                      extra=("--no-worker",) if args.worker_processes else ()).start(timeout=120)
     logs = [base / f"worker{i + 1}.log" for i in range(args.worker_processes)]
 
     def worker(index: int) -> WorkerProcess:

@@ -66,6 +66,7 @@ class Service:
     process: subprocess.Popen | None = None
     lease_s: float | None = None  # the worker's lease (default: the service's)
     extra: tuple[str, ...] = ()  # more `serve` arguments
+    db_url: str | None = None  # --service-db (default: SQLite in the state folder)
 
     @property
     def url(self) -> str:
@@ -79,7 +80,8 @@ class Service:
             [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
              "--port", str(self.port), "--workers", str(self.workers),
              *(["--state", str(self.state)] if self.state else []),
-             *(["--lease-s", str(self.lease_s)] if self.lease_s else []), *self.extra],
+             *(["--lease-s", str(self.lease_s)] if self.lease_s else []),
+             *(["--service-db", self.db_url] if self.db_url else []), *self.extra],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -112,7 +114,8 @@ class Service:
     def tokens(self, *users: str, instructor: bool = False) -> dict[str, str]:
         args = [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "tokens",
                 "issue", *users] + (["--instructor"] if instructor else []) + \
-            (["--state", str(self.state)] if self.state else [])
+            (["--state", str(self.state)] if self.state else []) + \
+            (["--service-db", self.db_url] if self.db_url else [])
         out = subprocess.run(args, check=True, capture_output=True, text=True,
                              env={**os.environ, **nbgrader_environment()}).stdout
         return dict(line.split("\t") for line in out.strip().splitlines())

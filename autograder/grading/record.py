@@ -32,10 +32,12 @@ from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
 import autograder
+from autograder import forbidden
 from autograder.course import Course
 from autograder.errors import GraderFault, GradingError
 from autograder.grading.model import (
     GRADE,
+    STUDENT,
     TRUSTED,
     NotebookOutcome,
     NotebookRun,
@@ -142,7 +144,8 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     reasons: list[str] = [f"{name}.ipynb: not submitted (0 points)" for name in submission.missing]
     reasons += [f"refused {why}" for why in submission.refused]
     run_record: dict[str, Any] = {"graded_by": f"autograder {autograder.__version__}",
-                                  "device": device, "notebooks": {}}
+                                  "device": device, "notebooks": {}, "review": []}
+    rules = forbidden.course_rules(course, assignment)
     aside = None
     try:
         with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
@@ -159,6 +162,12 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                     grade.auto_score = 0
                     grade.needs_manual_grade = False
             for nb_run in submission.notebooks:
+                found = forbidden.review(forbidden.student_cells(nb_run.nb, nb_run.kinds, STUDENT),
+                                         rules, forbidden.trusted_sources(nb_run.nb, nb_run.kinds,
+                                                                          STUDENT))
+                run_record["review"] += [{"notebook": nb_run.name, **f.as_json()} for f in found]
+                if forbidden.shown_to_students(course):
+                    reasons += [f"{nb_run.name}.ipynb: {f.describe()}" for f in found]
                 outcome = nb_run.require_outcome()
                 _keep_files(submission.stage, outcome.files)
                 nb, nb_reasons = executed_notebook(nb_run.nb, outcome,

@@ -17,6 +17,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from autograder.course import Course, load_course
+from autograder.source import SOURCES_GLOB
 
 CONFIG = '''\
 """Written by `autograder serve` (never edit): the course's settings, this workspace's folders."""
@@ -43,6 +44,11 @@ class Workspace:
         path = self.root / "nbgrader_config.py"
         if not path.exists() or path.read_text() != config:
             path.write_text(config)
+        for source in sorted(self.course.root.glob(SOURCES_GLOB)):  # their rules (forbidden APIs)
+            copy = self.root / source.relative_to(self.course.root)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if not copy.is_file() or copy.read_bytes() != source.read_bytes():
+                shutil.copyfile(source, copy)
         fingerprint = definitions_fingerprint(self.course)
         if fingerprint != self._fingerprint:
             (self.root / "gradebook.db").unlink(missing_ok=True)

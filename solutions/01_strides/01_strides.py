@@ -4,6 +4,13 @@
 #     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
+#   autograder:
+#     forbidden:
+#     - rule: as_strided inside gather_view
+#       why: gather_view computes the view's elements by index arithmetic
+#       names: [torch.as_strided, torch.ops.aten.as_strided, numpy.lib.stride_tricks]
+#       attributes: [as_strided, as_strided_, as_strided_copy, as_strided_scatter]
+#       within: gather_view
 # ---
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}

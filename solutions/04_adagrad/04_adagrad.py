@@ -4,6 +4,14 @@
 #     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
+#   autograder:
+#     forbidden:
+#     - rule: torch's own AdaGrad (torch.optim.Adagrad, its functional and fused forms)
+#       why: the exercise is to implement AdaGrad yourself
+#       names: [torch.optim.Adagrad, torch.optim.adagrad, torch.optim._functional.adagrad,
+#               torch.optim._multi_tensor, torch._fused_adagrad_, torch.ops.aten._fused_adagrad_]
+#       attributes: [Adagrad, _fused_adagrad_, _fused_adagrad, _single_tensor_adagrad,
+#                    _multi_tensor_adagrad]
 # ---
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -20,6 +28,10 @@
 # `raise NotImplementedError()` with your code, then run the test cell below it; a test cell that finishes
 # silently passed. Hidden tests compare your optimizer step by step with `torch.optim.Adagrad` on random
 # parameters, and one of them runs on a GPU.
+#
+# Your own code may not call torch's AdaGrad (`torch.optim.Adagrad`, `torch.optim.adagrad`, its functional
+# and fused forms such as `torch._fused_adagrad_`): the exercise is to implement it yourself. The grader
+# lists every use in your cells for the course staff; the tests may use it as their reference.
 #
 # Points: `AdaGrad.step` 3, param groups 1, `state_dict` round trip 2, `optimizer_state_numel` 1,
 # `training_memory_bytes` 1, AdaGrad on a GPU 2 (10 in all).
