@@ -37,8 +37,11 @@ site: $(STAMP)
 	done
 
 ## 2. Run the whole test suite (builds the site first, from the cache).
+## Two xdist workers, whole modules each (tests/conftest.py: pytest_xdist_make_scheduler); most tests
+## wait on subprocesses, sandboxes and services, so two streams keep both cores busy.
+PYTEST_WORKERS ?= 2
 test: system-deps site node-deps  # system-deps first: the zh-TW figures are drawn with its CJK font
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope
 
 ## npm packages the tests drive: JupyterHub's proxy (tests/test_service_hub.py), inside .venv.
 CHP_VERSION := 5.3.0

@@ -210,28 +210,41 @@ def page(site_url, browser_context):
     tab.close()
 
 
-# -- two CPUs (``make test`` runs ``pytest -n 2 --dist loadgroup``, pytest-xdist) ------------------
+# -- two CPUs (``make test`` runs ``pytest -n 2 --dist loadscope``, pytest-xdist) -------------------
 
 #: Modules that share a session fixture run on one xdist worker, so the fixture is built once: the
 #: graded catalogue (identity, plain nbgrader, Slurm grading) and the one-node Slurm cluster.
 SHARED_WORKER = {module: "catalogue+slurm" for module in (
     "test_autograder_identity", "test_catalogue_nbgrader", "test_grade_slurm", "test_slurm",
     "test_service_slurm")}
-#: The longest groups go first, so that neither worker is left with one of them at the end
+#: The longest units go first, so that neither worker is left with one of them at the end
 #: (figures from ``--durations``; every other module follows in file order).
 LONGEST_FIRST = ("catalogue+slurm", "test_nbgrader_parity", "test_publish", "test_service",
                  "test_tamper", "test_service_workers", "test_autograder_robustness", "test_i18n_grading")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each module is one unit of work for xdist (its module fixtures built once), except the
-    modules of ``SHARED_WORKER``, which are one unit together; the longest units first."""
-    def group(item: pytest.Item) -> str:
-        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-        return SHARED_WORKER.get(module, module)
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its module, or its module's ``SHARED_WORKER`` group."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return SHARED_WORKER.get(module, module)
 
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(group(item)))
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest units of work first (stable: file order otherwise)."""
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(group(item), len(rank)))  # stable: file order otherwise
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope``: whole units of work per worker (each module's fixtures built once, the
+    ``SHARED_WORKER`` modules together), in the order collected."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
