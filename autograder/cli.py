@@ -93,6 +93,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="grades CSV and HTML report with figures")
     p.add_argument("--output", type=Path, default=None, help="directory (default: reports/)")
 
+    p = sub.add_parser("similarity", help="pairs of submissions whose own cells are alike (for the "
+                                          "course staff: it shows solution code)")
+    p.add_argument("assignments", nargs="+", metavar="ASSIGNMENT")
+    p.add_argument("--threshold", type=float, default=None, metavar="T",
+                   help="report a pair and cell at this similarity or more, in (0, 1] (default "
+                        "0.7: in the test class copies score 0.94 or more, honest pairs 0.63 or less)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="directory (default: reports/similarity/)")
+
     p = sub.add_parser("doctor", help="device, torch/CUDA versions, which GPU checks can run; "
                                       "with --executor slurm, the cluster too")
     _executor_arguments(p)
@@ -302,6 +311,19 @@ def _report(args) -> int:
     return 0
 
 
+def _similarity(args) -> int:
+    from autograder.similarity import DEFAULT_THRESHOLD, similarity
+
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    for result in similarity(args.assignments, course_root=args.course_root, threshold=threshold,
+                             output_dir=args.output):
+        short = sum(len(owners) for owners in result.too_short.values())
+        print(f"{result.assignment}: {len(result.matches)} pair(s) and cell(s) at {threshold:g} or "
+              f"more; {short} cell(s) too short to judge\nwrote {result.csv_path}\n"
+              f"wrote {result.html_path}")
+    return 0
+
+
 def _doctor(args) -> int:
     from autograder.doctor import diagnose, diagnose_slurm, render
 
@@ -330,7 +352,7 @@ def _demo(args) -> int:
 
 
 COMMANDS = {"release": _release, "collect": _collect, "grade": _grade, "feedback": _feedback,
-            "report": _report, "doctor": _doctor, "demo": _demo}
+            "report": _report, "doctor": _doctor, "demo": _demo, "similarity": _similarity}
 
 
 def _publish(args) -> int:

@@ -5,6 +5,7 @@
 #     language: python
 #     name: python3
 #   autograder:
+#     library: torch/optim/adagrad.py
 #     forbidden:
 #     - rule: torch's own AdaGrad (torch.optim.Adagrad, its functional and fused forms)
 #       why: the exercise is to implement AdaGrad yourself
