@@ -93,6 +93,8 @@ KEY_TERMS: dict[int, Topic] = {
             # issue 19: the roofline against the device table's memory bandwidth
             "roofline", "arithmetic intensity", "ridge point", "memory_bandwidth", "BANDWIDTH_SOURCES",
             "3.35 TB/s", "williams2009roofline", "nvidia2022h100datasheet", "LayerNorm", "softmax",
+            # issue 30: the FP8 dense peak
+            "fp8_dense", "FP8_SPARSE_DATASHEET",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -160,6 +162,8 @@ KEY_TERMS: dict[int, Topic] = {
             # issue 30: when the batch does not fit, per-block checkpointing and gradient accumulation
             "It does not fit", "use_reentrant=False", "context_fn", "set_checkpoint_early_stop", "HFU",
             "gradient accumulation", "micro-batch", "no_sync", "meta_step", "GPT-2 XL at batch 64 on one H100",
+            # issue 30: compute-optimal tokens; inference accounting with a real cached decoding step
+            "hoffmann2022chinchilla", "CHINCHILLA_TABLE_3", "KV cache", "prefill", "decode_step",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -415,6 +419,8 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "achieved[name] < 1.05 * roof",
         # issue 30: one row per A100 variant; the 40 GB rows against a deviceQuery reading
         "[153, 161, 201, 201]", "device_query_40gb",
+        # issue 30: the FP8 dense column against the datasheets' sparse figures and twice bf16
+        "fp8_rows[gpu].fp8_dense / 1e12 - sparse / 2", "entry.fp8_dense / entry.bf16_dense - 2",
     ),
     "chapters/08_data_loading": ("all(pinned)", "not any(pinned)", "no accelerator is found"),
     # issue 30: chapter 12's communication, counted from what each collective is given and from the run's schedule
@@ -432,6 +438,11 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "checkpointed_peak_bytes(xl, b) + xl_extra", "h100_usable < xl_measured[ckpt_largest + 1]",
         "blocks_forward_flops(CKPT_CFG", "recomputed_flops(CKPT_CFG", "recomputed_flops(xl, xl.context)",
         "atol=4 * R", "acc_peaks[ACC_BATCH, ACC_STEPS] == acc_peaks[micro, 1]", "peak_bytes(CKPT_CFG, micro",
+        # issue 30: Chinchilla against the paper's table; prefill and decode against a real cache and FlopCounterMode
+        "abs(chinchilla_tokens / table_tokens - 1) < 0.02", "6 * n * tokens / flops",
+        "decode_counter.get_total_flops() == 2 * forward_flops_per_token(TINY, 17)",
+        "sum(k.nbytes + v.nbytes for k, v in cache) == kv_cache_bytes(TINY, 17",
+        "prefill_intensity > max(", "i < ACCELERATORS[\"H200 SXM\"].ridge_point",
     ),
 }
 
