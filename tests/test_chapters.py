@@ -132,6 +132,8 @@ KEY_TERMS: dict[int, Topic] = {
             "SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "torch.optim.Optimizer", "torch.optim.Adagrad",
             "eps", "optimizer state", "activations", "gradients", "ax.bar", "6 * B * num_params", "state_dict",
             "load_state_dict", "torch.save", "AdamW", "weight decay", "set_to_none=True", "jumps_above",
+            # issue 30: the optimizer step's own traffic; low-precision optimizer state
+            "foreach", "fused=True", "TorchDispatchMode", "bfloat16 moments", "8-bit",
         ),
         exercise="exercises/04_adagrad/04_adagrad",
     ),
@@ -423,6 +425,12 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "fp8_rows[gpu].fp8_dense / 1e12 - sparse / 2", "entry.fp8_dense / entry.bf16_dense - 2",
     ),
     "chapters/08_data_loading": ("all(pinned)", "not any(pinned)", "no accelerator is found"),
+    # issue 30: AdamW's step counted kernel by kernel; optimizer state in fewer bytes, read from real tensors
+    "chapters/09_optimizers_and_training": (
+        "fused.read == 16 * mlp_params", "loop.kernels == mlp_tensors * foreach.kernels",
+        "(loop.read, loop.written) == (foreach.read, foreach.written)", "xl_params == 1_557_611_200",
+        'layouts["8-bit moments"] == 2 * n + 4 * blocks_per_moment', "worst <= 0.5 / 127",
+    ),
     # issue 30: chapter 12's communication, counted from what each collective is given and from the run's schedule
     "chapters/12_more_than_one_gpu": (
         'own == result["zero1"]["state_bytes"] // 2', "abs(found[p][k] - b) <= 0.01 * b",
