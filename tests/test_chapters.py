@@ -94,7 +94,7 @@ KEY_TERMS: dict[int, Topic] = {
             "roofline", "arithmetic intensity", "ridge point", "memory_bandwidth", "BANDWIDTH_SOURCES",
             "3.35 TB/s", "williams2009roofline", "nvidia2022h100datasheet", "LayerNorm", "softmax",
             # issue 30: the FP8 dense peak
-            "fp8_dense", "FP8_SPARSE_DATASHEET",
+            "fp8_dense", "FP8_SPARSE_DATASHEET", "torch.compile", "TorchInductor",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -423,6 +423,8 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "[153, 161, 201, 201]", "device_query_40gb",
         # issue 30: the FP8 dense column against the datasheets' sparse figures and twice bf16
         "fp8_rows[gpu].fp8_dense / 1e12 - sparse / 2", "entry.fp8_dense / entry.bf16_dense - 2",
+        # issue 30: the eager elementwise chain counted kernel by kernel (torch.compile timed on a GPU build)
+        "eager_count.kernels == 9", "eager_count.bytes == 80 * values + bias_chain.nbytes",
     ),
     "chapters/08_data_loading": ("all(pinned)", "not any(pinned)", "no accelerator is found"),
     # issue 30: AdamW's step counted kernel by kernel; optimizer state in fewer bytes, read from real tensors
