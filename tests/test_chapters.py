@@ -166,6 +166,7 @@ KEY_TERMS: dict[int, Topic] = {
             "gradient accumulation", "micro-batch", "no_sync", "meta_step", "GPT-2 XL at batch 64 on one H100",
             # issue 30: compute-optimal tokens; inference accounting with a real cached decoding step
             "hoffmann2022chinchilla", "CHINCHILLA_TABLE_3", "KV cache", "prefill", "decode_step",
+            "expandable_segments:True", "memory_reserved", "fragmentation",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -672,6 +673,7 @@ RETIRED_STATEMENTS = {
     "≈ 63 GB/s in each direction;": "63 GB/s is PCIe 5.0's line rate, an upper bound (50-55 achieved)",
     "- **Stays float32**:": "8-bit and bf16 optimizer moments exist",
     "The table has one A100 row": "one row per A100 variant: 1.555 TB/s (40GB), 1.935 (80GB PCIe), 2.039 (80GB SXM)",
+    'GPU_MEMORY["H100 (80 GiB)"] == 81920 * 2**20': "80 GiB == 81920 MiB is arithmetic, not a reading",
     "because the driver first stages it through a pinned buffer and the host waits for that":
         "a pageable cudaMemcpyAsync first synchronizes the stream",
 }
