@@ -48,6 +48,7 @@ class Accelerator:
     model: str  # matched as a whole word in torch.cuda.get_device_name()
     bf16_dense: float  # bf16 tensor-core matmul: the peak an MFU is measured against
     bf16_sparse: float  # NVIDIA's headline figure, with 2:4 sparsity: never use it for MFU
+    fp8_dense: float | None  # FP8 (E4M3/E5M2) tensor-core matmul, dense; None: no FP8 tensor cores
     tf32_dense: float  # float32 matmul on tensor cores, inputs rounded to TF32
     fp32: float  # float32 on the ordinary (non-tensor) cores
     memory_bandwidth: float  # HBM bytes/s, from the product datasheet (BANDWIDTH_SOURCES)
@@ -80,44 +81,47 @@ BANDWIDTH_SOURCES = {
     "GB200": "NVIDIA GB200 NVL72 specifications: 8 TB/s per GPU",
 }
 
+# FP8 dense: NVIDIA publishes FP8 with sparsity (H100 SXM and H200 SXM 3,958, H100 PCIe 3,026, H100 and H200
+# NVL 3,341 TFLOP/s; B200 9 and GB200 10 PFLOP/s per GPU), halved here; the Hopper whitepaper gives 1978.9 dense.
+# The A100 has no FP8 tensor cores (FP8 needs compute capability 8.9 or newer).
 # Most specific names first: "H100 PCIe" must be tried before "H100". The four A100s have the same compute and
 # three memory bandwidths, so each is matched by its full name; an A100 under any other name is refused.
 DEVICE_TABLE = [
     Accelerator("A100 SXM4 80GB", "A100-SXM4-80GB", bf16_dense=312e12, bf16_sparse=624e12,
-                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=2.039e12,
+                fp8_dense=None, tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=2.039e12,
                 source="NVIDIA A100 datasheet"),
     Accelerator("A100 PCIe 80GB", "A100 80GB PCIe", bf16_dense=312e12, bf16_sparse=624e12,
-                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.935e12,
+                fp8_dense=None, tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.935e12,
                 source="NVIDIA A100 datasheet"),
     Accelerator("A100 SXM4 40GB", "A100-SXM4-40GB", bf16_dense=312e12, bf16_sparse=624e12,
-                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
+                fp8_dense=None, tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
                 source="NVIDIA A100 datasheet"),
     Accelerator("A100 PCIe 40GB", "A100-PCIE-40GB", bf16_dense=312e12, bf16_sparse=624e12,
-                tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
+                fp8_dense=None, tf32_dense=156e12, fp32=19.5e12, memory_bandwidth=1.555e12,
                 source="NVIDIA A100 datasheet"),
     Accelerator("H100 PCIe", "H100 PCIe", bf16_dense=756.5e12, bf16_sparse=1513e12,
-                tf32_dense=378e12, fp32=51e12, memory_bandwidth=2.0e12,
+                fp8_dense=1513e12, tf32_dense=378e12, fp32=51e12, memory_bandwidth=2.0e12,
                 source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 NVL", "H100 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=3.9e12,
+                fp8_dense=1670.5e12, tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=3.9e12,
                 source=f"NVIDIA H100 datasheet ({HALVED})"),
     Accelerator("H100 SXM", "H100", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=3.35e12,
+                fp8_dense=1978.9e12, tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=3.35e12,
                 source=HOPPER_WHITEPAPER),
     Accelerator("GH200", "GH200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.0e12,
+                fp8_dense=1978.9e12, tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.0e12,
                 source=SAME_AS_H100_SXM),
     Accelerator("H200 NVL", "H200 NVL", bf16_dense=835.5e12, bf16_sparse=1671e12,
-                tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=4.8e12,
+                fp8_dense=1670.5e12, tf32_dense=417.5e12, fp32=60e12, memory_bandwidth=4.8e12,
                 source=f"NVIDIA H200 datasheet ({HALVED})"),
     Accelerator("H200 SXM", "H200", bf16_dense=989.4e12, bf16_sparse=1978.9e12,
-                tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.8e12,
+                fp8_dense=1978.9e12, tf32_dense=494.7e12, fp32=66.9e12, memory_bandwidth=4.8e12,
                 source=SAME_AS_H100_SXM),
     Accelerator("B200 (HGX)", "B200", bf16_dense=2.25e15, bf16_sparse=4.5e15,
-                tf32_dense=1.1e15, fp32=75e12, memory_bandwidth=8e12,
+                fp8_dense=4.5e15, tf32_dense=1.1e15, fp32=75e12, memory_bandwidth=8e12,
                 source=f"NVIDIA HGX B200 specifications, per GPU ({HALVED})"),
     Accelerator("GB200", "GB200", bf16_dense=2.5e15, bf16_sparse=5e15,
-                tf32_dense=1.25e15, fp32=80e12, memory_bandwidth=8e12,
+                fp8_dense=5e15, tf32_dense=1.25e15, fp32=80e12, memory_bandwidth=8e12,
                 source=f"NVIDIA GB200 NVL72 specifications, per GPU ({HALVED})"),
 ]
 
