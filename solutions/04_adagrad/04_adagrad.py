@@ -193,7 +193,8 @@ _hidden.check_adagrad_state_dict(AdaGrad)
 #
 # The model is the lecture's deep linear network: `num_layers` square `d × d` layers without bias, then a
 # head `d × 1`, applied to a batch of `batch` vectors. Count `d·d·num_layers + d` parameters and
-# `batch·d·num_layers` activations (one `batch × d` output saved per layer).
+# `batch·d·num_layers` activations (one `batch × d` output saved per layer; the head's `batch` outputs,
+# which chapter 9 measures as well, are left out here to keep the count to the layers).
 
 # %% nbgrader={"grade": false, "grade_id": "optimizer_state_numel", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def optimizer_state_numel(num_params: int, optimizer: str) -> int:
