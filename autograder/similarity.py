@@ -38,6 +38,7 @@ DEFAULT_THRESHOLD = 0.7  # tests/test_similarity.py's class: copies >= 0.94, hon
 K = 20  # characters per fingerprint (copydetect's noise threshold, on its filtered code)
 WINDOW = 1  # winnowing window: every fingerprint kept (cells are short)
 MIN_TOKENS = 60  # a cell with fewer fingerprinted characters is too short to judge
+SHOWN = 200  # pairs shown side by side in the HTML (the CSV holds every row)
 SOLUTION, LIBRARY = "(solution)", "(library)"
 
 
@@ -266,14 +267,17 @@ def _write_html(assignment: str, matches: list[Match], too_short: dict[str, list
                      + ".</p>")
     parts.append("<table><tr><th>#</th><th>student</th><th>with</th><th>cell</th><th>similarity</th>"
                  "<th>failed the same way</th></tr>")
-    parts += [f"<tr><td><a href='#m{n}'>{n}</a></td><td>{esc(m.a.owner)}</td><td>{esc(m.b.owner)}</td>"
+    parts += [f"<tr><td>{f'<a href=#m{n}>{n}</a>' if n <= SHOWN else n}</td><td>{esc(m.a.owner)}</td><td>{esc(m.b.owner)}</td>"
               f"<td>{esc(m.cell)}</td><td>{m.similarity:.2f}</td>"
               f"<td>{esc(' '.join(m.shared_failures)) or '—'}</td></tr>"
               for n, m in enumerate(matches, start=1)]
     parts.append("</table>")
     if not matches:
         parts.append("<p>No pair at or above the threshold.</p>")
-    for n, m in enumerate(matches, start=1):
+    if len(matches) > SHOWN:
+        parts.append(f"<p>The first {SHOWN} of {len(matches)} rows are shown side by side below; "
+                     "the CSV holds them all.</p>")
+    for n, m in enumerate(matches[:SHOWN], start=1):
         parts.append(f"<h3 id='m{n}'>{n}. {esc(m.a.owner)} and {esc(m.b.owner)}: {esc(m.cell)}, "
                      f"{m.similarity:.2f}</h3><div class='pair'>"
                      f"<pre>{_marked(m.a.code, m.slices[0])}</pre>"
