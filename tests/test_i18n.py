@@ -167,7 +167,9 @@ def test_changed_english_paragraph_is_stale_and_named(tmp_path, capsys):
     assert entry.msgstr.startswith("你要用一般的 Python 整數")  # kept for the translator to revise
     assert i18n_main(["check", str(po)]) == 1
     out = capsys.readouterr().out
-    assert "1 fuzzy" in out and "solutions/01_strides/01_strides.py:17" in out and new[:40] in out
+    [(path, line)] = entry.occurrences  # where the paragraph starts in the source
+    assert path == "solutions/01_strides/01_strides.py"
+    assert "1 fuzzy" in out and f"{path}:{line}" in out and new[:40] in out
     # the stale paragraph is shown in English, marked, and counted
     from autograder.i18n.catalogue import translations
     english = nbformat.read(release_path("01_strides", course_root=ROOT), as_version=4)

@@ -221,23 +221,21 @@ def test_serve_requeue_from_the_command_line(url, tmp_path):
 
 def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(tmp_path):
     """A worker claims up to twice its sandboxes; the claims that wait for a free one are renewed by
-    the heartbeat like the running ones, so a busy worker never loses (and regrades) its own queue."""
+    the heartbeat like the running ones (the heartbeat renews what ``inflight`` holds), so a busy
+    worker never loses (and regrades) its own queue."""
     course = make_course(tmp_path / "course", assignments=("01_strides",))
     worker = Worker(WorkerOptions(course_root=course, state_dir=tmp_path / "state",
-                                  grading={"workers": 1}, lease_s=LEASE_S * 2))
+                                  grading={"workers": 1}))
     ids = submit(worker.store, "alice", "bob")
     worker.workspace.prepare()
-    stop = threading.Event()
-    heartbeat = threading.Thread(target=worker._heartbeat, args=(stop,), daemon=True)
-    heartbeat.start()  # as Worker.run does, before the first claim
-    requests = worker._requests(stop)
+    requests = worker._requests(threading.Event())
     assert next(requests) == ("alice", "01_strides")  # bob's claim now waits for the one sandbox
-    time.sleep(LEASE_S * 10)  # five leases long
-    stop.set()
-    heartbeat.join()
     rows = {row.student: row for row in (worker.store.get(i) for i in ids)}
-    assert {s: r.state for s, r in rows.items()} == {"alice": "running", "bob": "running"}
-    assert all(r.claimed_by == worker.id and r.attempts == 0 for r in rows.values()), rows
+    assert {s: (r.state, r.claimed_by) for s, r in rows.items()} == {
+        "alice": ("running", worker.id), "bob": ("running", worker.id)}
+    held = {job.student: job.lease for job in worker.inflight.values()}
+    assert held == {s: r.lease_token for s, r in rows.items()}  # both renewed from now on
+    assert worker.store.renew(list(held.values())) == 2
     assert next(requests) == ("bob", "01_strides")  # its turn: still its own claim
 
 
