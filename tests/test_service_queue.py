@@ -219,7 +219,14 @@ def test_serve_requeue_from_the_command_line(url, tmp_path):
     assert wrong.returncode == 1 and "submission ids are numbers" in wrong.stderr
 
 
-def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(tmp_path):
+@pytest.fixture(scope="module")
+def worker_course(tmp_path_factory):
+    """One course for the tests that make a real Worker (each with its own state folder)."""
+    return make_course(tmp_path_factory.mktemp("workers") / "course",
+                       assignments=("01_strides", "04_adagrad"))
+
+
+def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(worker_course, tmp_path):
     """A worker claims up to twice its sandboxes; the claims that wait for a free one are renewed by
     the heartbeat like the running ones (the heartbeat renews what ``inflight`` holds), so a busy
     worker never loses (and regrades) its own queue."""
@@ -247,7 +254,8 @@ def test_claims_skip_the_assignments_a_worker_leaves_to_others(store):
     assert [c.assignment for c in store.claim("with-gpu", 5)] == ["04_adagrad"]
 
 
-def test_a_worker_without_a_gpu_leaves_the_gpu_exercises_to_one_with_it(tmp_path, monkeypatch):
+def test_a_worker_without_a_gpu_leaves_the_gpu_exercises_to_one_with_it(worker_course, tmp_path,
+                                                                         monkeypatch):
     """On CPU a GPU-only check scores 0 (a fault of the machine, not of the notebook): a worker
     that has no GPU, and may not run GPU checks on CPU, does not take those exercises at all."""
     import torch
@@ -255,10 +263,10 @@ def test_a_worker_without_a_gpu_leaves_the_gpu_exercises_to_one_with_it(tmp_path
     from autograder.errors import DeviceError
 
     monkeypatch.delenv("AUTOGRADER_ALLOW_CPU", raising=False)
-    course = make_course(tmp_path / "course", assignments=("01_strides", "04_adagrad"))
 
     def worker(**options) -> Worker:
-        made = Worker(WorkerOptions(course_root=course, state_dir=tmp_path / "state", **options))
+        made = Worker(WorkerOptions(course_root=worker_course, state_dir=tmp_path / "state",
+                                    **options))
         made._route()
         return made
 
