@@ -190,12 +190,15 @@ def review(cells: Iterable[tuple[str, str]], rules: Sequence[Rule],
             _Reader(aliases, rules, label="", review=False).visit(tree)
     findings: list[Finding] = []
     for label, source in cells:
-        tree = _parse(source)
-        if tree is None:
-            continue  # it fails when it runs, and says why there
-        reader = _Reader(aliases, rules, label=label, review=True)
-        reader.visit(tree)
-        findings += reader.findings
+        try:
+            tree = _parse(source)
+            if tree is None:
+                continue  # it fails when it runs, and says why there
+            reader = _Reader(aliases, rules, label=label, review=True)
+            reader.visit(tree)
+            findings += reader.findings
+        except (RecursionError, MemoryError):  # hostile nesting: never a reason to stop grading
+            findings.append(Finding(label, 1, DYNAMIC, "a cell nested too deeply to read"))
     return sorted(set(findings), key=lambda f: (f.cell, f.line, f.kind, f.what))
 
 
@@ -214,7 +217,7 @@ def _parse(source: str) -> ast.Module | None:
         pass
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, OverflowError):
         return None
 
 

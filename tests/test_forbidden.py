@@ -80,6 +80,13 @@ def test_magics_and_broken_cells_are_read_or_left_alone():
     assert found("def broken(:\n    torch.optim.Adagrad") == []  # it fails when it runs
 
 
+@pytest.mark.parametrize("code", ["x = " + "1+" * 200_000 + "1", "y = a" + ".a" * 50_000,
+                                  "z = " + "f(" * 150 + ")" * 150])
+def test_a_hostile_cell_is_flagged_never_a_crash(code):
+    assert set(found(code)) <= {("needs review", "a cell nested too deeply to read")}
+    assert found(code + "\n") == found(code)  # and the same every time
+
+
 @pytest.mark.parametrize("assignment", assignments_with_catalogue())
 def test_no_reference_and_no_right_answer_is_flagged(assignment):
     rules = forbidden.rules(assignment, course_root=ROOT)
