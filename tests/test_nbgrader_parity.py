@@ -121,10 +121,18 @@ def test_golden_results_match_live_nbgrader(tmp_path):
     for s in scenarios:  # one course, as for the golden runs (they share the plain course config)
         assert s.config == scenarios[0].config
     grouped = [harness.Scenario(**{**s.__dict__, "course": "live"}) for s in scenarios]
-    grader = harness.NbgraderGrader()
-    live = harness.run_course(harness.build_course(tmp_path / "live", grouped), grouped, grader)
+
+    def differing(folder: str) -> tuple[harness.NbgraderGrader, dict[str, list[str]]]:
+        grader = harness.NbgraderGrader()
+        live = harness.run_course(harness.build_course(tmp_path / folder, grouped), grouped, grader)
+        return grader, {s.name: harness.diff(harness.read_golden(s)["steps"], live[s.name])
+                        for s in scenarios}
+
+    grader, found = differing("live")
+    if any(found.values()):  # plain nbgrader's own kernel can fail on a loaded machine: once more
+        grader, found = differing("live-again")
     for s in scenarios:
-        differences = harness.diff(harness.read_golden(s)["steps"], live[s.name])
+        differences = found[s.name]
         assert not differences, (f"{s.name}: live nbgrader differs from its golden result (run "
                                  "`make parity-golden`):\n  " + "\n  ".join(differences)
                                  + "\n" + "\n".join(grader.log)[-4000:])
