@@ -149,6 +149,18 @@ def _failure_rates(grades: Grades) -> list[tuple[str, str, float, int]]:
     return sorted((r for r in rates if r[2] > 0), key=lambda r: (-r[2], r[0], r[1]))
 
 
+def _student_table(rows: list[tuple[str, str, str]], what: str, none: str) -> list[str]:
+    """(student, assignment, text) rows as an HTML table, or the sentence ``none``."""
+    esc = html.escape
+    if not rows:
+        return [f"<p>{esc(none)}</p>"]
+    return ["<table><tr><th>student</th><th>assignment</th>"
+            f"<th>{esc(what)}</th></tr>",
+            *(f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(w)}</td></tr>"
+              for s, a, w in sorted(rows)),
+            "</table>"]
+
+
 def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
     esc = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grades report</title>",
@@ -191,20 +203,11 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
     if grades.review:
         parts.append("<p>What the static review found in the students' own cells before they ran "
                      "(a reading of the code, not a verdict: look at each one).</p>")
-        parts.append("<table><tr><th>student</th><th>assignment</th><th>where and what</th></tr>")
-        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(w)}</td></tr>"
-                  for s, a, w in sorted(grades.review)]
-        parts.append("</table>")
-    else:
-        parts.append("<p>None: no student cell uses a forbidden API or reaches code dynamically.</p>")
+    parts += _student_table(grades.review, "where and what", "None: no student cell uses a "
+                            "forbidden API or reaches code dynamically.")
     parts.append("<h2>Grading problems</h2>")
-    if grades.problems:
-        parts.append("<table><tr><th>student</th><th>assignment</th><th>what happened</th></tr>")
-        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(w)}</td></tr>"
-                  for s, a, w in sorted(grades.problems)]
-        parts.append("</table>")
-    else:
-        parts.append("<p>None: no submission hit a time or memory limit or crashed.</p>")
+    parts += _student_table(grades.problems, "what happened",
+                            "None: no submission hit a time or memory limit or crashed.")
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
