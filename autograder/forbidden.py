@@ -12,6 +12,7 @@ The rules live in the exercise source's header, the one place an instructor edit
     #       names: [torch.optim.Adagrad, torch.optim.adagrad, torch._fused_adagrad_]
     #       attributes: [Adagrad, _fused_adagrad_]
     #       within: AdaGrad            # optional: only inside this function or class of the student's
+    #       remove: [torch.optim.adagrad, aten::_fused_adagrad_]   # optional, see below
     # ---
 
 ``names`` are dotted paths (a path and everything below it), ``attributes`` attribute names that are
@@ -26,12 +27,18 @@ has executed (milliseconds): a use of a forbidden name in a student cell (throug
 ``importlib``, ``exec``/``eval``/``compile``, ``__builtins__``, ``sys.modules``, ``ctypes``, ``gc``,
 ``inspect``, ``pickle``/``marshal``, ``__subclasses__``), each with its cell and line, for the course
 staff to review. It is never the only line of defence: a static reading can be evaded.
+
+``remove`` is the line that holds: modules whose code, and dispatcher operators (``aten::name``) whose
+kernels, are taken out of the student's process in the sandbox (``sandbox/inside/removal.py``), so that
+every route to them raises ``ForbiddenAPI`` with the rule's sentence. Only what the rest of torch does
+not need can go: ``as_strided`` (01) stays, reviewed by ``within``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +69,7 @@ class Rule:
     names: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()
     within: str | None = None  # only inside this top-level function or class
+    remove: tuple[str, ...] = ()  # modules and aten::operators taken out of the sandbox
 
     def message(self) -> str:
         """The sentence a student and the staff read when the rule is hit."""
@@ -153,14 +161,14 @@ def _setting(course: Any, name: str, default: bool) -> bool:
 def _rule(entry: object, where: str) -> Rule:
     if not isinstance(entry, dict):
         raise SourceError(f"{where}: a rule is a mapping with rule, why, names and/or attributes")
-    unknown = set(entry) - {"rule", "why", "names", "attributes", "within"}
+    unknown = set(entry) - {"rule", "why", "names", "attributes", "within", "remove"}
     if unknown:
         raise SourceError(f"{where}: unknown keys {sorted(unknown)}")
     for key in ("rule", "why"):
         if not isinstance(entry.get(key), str) or not entry[key].strip():
             raise SourceError(f"{where}: '{key}' must be a non-empty text")
     lists = {}
-    for key in ("names", "attributes"):
+    for key in ("names", "attributes", "remove"):
         value = entry.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise SourceError(f"{where}: '{key}' must be a list of names")
@@ -170,8 +178,19 @@ def _rule(entry: object, where: str) -> Rule:
     within = entry.get("within")
     if within is not None and (not isinstance(within, str) or not within.isidentifier()):
         raise SourceError(f"{where}: 'within' must be the name of a function or class")
+    for name in lists["remove"]:
+        if not re.fullmatch(r"(aten::)?[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*", name):
+            raise SourceError(f"{where}: 'remove' takes module names and aten::operators, not {name!r}")
     return Rule(entry["rule"].strip(), entry["why"].strip(), lists["names"], lists["attributes"],
-                within)
+                within, lists["remove"])
+
+
+def removals(rules: Sequence[Rule]) -> list[dict[str, Any]]:
+    """What the sandbox takes out of the student's process for ``rules`` (``protocol.Removal``)."""
+    return [{"message": rule.message(),
+             "modules": [name for name in rule.remove if "::" not in name],
+             "ops": [name for name in rule.remove if "::" in name]}
+            for rule in rules if rule.remove]
 
 
 # --------------------------------------------------------------------------- the review
@@ -366,3 +385,106 @@ def trusted_sources(nb: Any, kinds: dict[int, str], student: str = "student") ->
     """The sources of the instructor's code cells (the gradebook's text: ``cell_kinds`` restored it)."""
     return [cell.source for index, cell in enumerate(nb.cells)
             if cell.cell_type == "code" and index in kinds and kinds[index] != student]
+
+
+# --------------------------------------------------------------------------- copies shipped with a notebook
+
+#: A companion file holding this share of a removed module's distinctive lines is a copy of it.
+COPY_SHARE = 0.5
+_COPY_LINE_CHARS = 20
+_ZIP_MEMBER_BYTES = 8 * 2**20
+
+
+def module_source(name: str) -> str | None:
+    """The installed source text of module ``name`` (found without importing it), or None."""
+    import importlib.util
+
+    top, _, rest = name.partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    base = Path(spec.origin).parent if not spec.submodule_search_locations else \
+        Path(list(spec.submodule_search_locations)[0])
+    parts = rest.split(".") if rest else []
+    for candidate in (base.joinpath(*parts).with_suffix(".py") if parts else Path(spec.origin),
+                      base.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate.read_text(errors="replace")
+    return None
+
+
+def _distinctive(text: str) -> set[str]:
+    lines = {" ".join(line.split()) for line in text.splitlines()}
+    return {line for line in lines if len(line) >= _COPY_LINE_CHARS and not line.startswith("#")}
+
+
+def copied_share(text: str, library: str) -> float:
+    """The share of ``library``'s distinctive lines (whitespace-normalised, long, not comments) that
+    ``text`` holds too."""
+    theirs = _distinctive(library)
+    return len(theirs & _distinctive(text)) / len(theirs) if theirs else 0.0
+
+
+def disarm_library_copies(folder: Path, rules: Sequence[Rule]) -> list[str]:
+    """Companion files of a notebook (in its staged ``folder``) that are copies of a module the rules
+    remove, alone or inside a zip, are replaced by a module that raises ``ForbiddenAPI`` on import;
+    returns one sentence for each, naming the file and the rule."""
+    libraries = [(rule, name, text) for rule in rules for name in rule.remove if "::" not in name
+                 for text in [module_source(name)] if text]
+    if not libraries:
+        return []
+    said = []
+
+    def copy_of(data: bytes) -> tuple[Rule, str] | None:
+        text = data.decode("utf-8", errors="replace")
+        return next(((rule, name) for rule, name, library in libraries
+                     if copied_share(text, library) >= COPY_SHARE), None)
+
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or path.is_symlink() or path.suffix == ".ipynb":
+            continue
+        relative = path.relative_to(folder)
+        if path.suffix == ".py":
+            found = copy_of(path.read_bytes())
+            if found:
+                path.write_text(_stand_in(*found))
+                said.append(f"{relative}: a copy of {found[1]}; {found[0].message()} (replaced by a "
+                            "module that raises ForbiddenAPI)")
+        elif zipfile.is_zipfile(path):
+            for member in _disarm_zip(path, copy_of):
+                said.append(f"{relative}: {member[0]} is a copy of {member[2]}; {member[1].message()} "
+                            "(replaced by a module that raises ForbiddenAPI)")
+    return said
+
+
+def _stand_in(rule: Rule, name: str) -> str:
+    return ("class ForbiddenAPI(RuntimeError):\n    pass\n\n\n"
+            f"raise ForbiddenAPI({(rule.message() + ' (this file is a copy of ' + name + ')')!r})\n")
+
+
+def _disarm_zip(path: Path, copy_of) -> list[tuple[str, Rule, str]]:
+    """Rewrite the zip at ``path`` with each member that is a copy replaced; returns those members."""
+    import io
+
+    replaced, members = [], []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                data = archive.read(info) if info.file_size <= _ZIP_MEMBER_BYTES else b""
+                found = copy_of(data) if info.filename.endswith(".py") and data else None
+                if found:
+                    replaced.append((info.filename, *found))
+                    data = _stand_in(*found).encode()
+                members.append((info, data))
+    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError):
+        return []  # unreadable here, unreadable to Python's zipimport as well
+    if replaced:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for info, data in members:
+                archive.writestr(info.filename, data)
+        path.write_bytes(buffer.getvalue())
+    return replaced

@@ -32,6 +32,7 @@ class NotebookProgram:
     env: dict[str, str] = field(default_factory=dict)  # the checker's environment additions
     sandbox_env: dict[str, str] = field(default_factory=dict)  # the student process's
     notebook_timeout: float | None = None  # seconds for the whole notebook (None: no limit)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # forbidden code (protocol.Removal)
 
 
 @dataclass

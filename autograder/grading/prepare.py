@@ -19,12 +19,14 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 from nbgrader import utils as nbgrader_utils
 from nbgrader.api import Gradebook, MissingEntry
 
+from autograder import forbidden
 from autograder.course import Course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading.model import (
@@ -191,7 +193,8 @@ def checker_env(*, device_used: str, allow_cpu: bool) -> dict[str, str]:
 
 
 def make_program(nb_run: NotebookRun, *, timeout: float | None, notebook_timeout: float | None,
-             device_used: str, allow_cpu: bool) -> NotebookProgram:
+             device_used: str, allow_cpu: bool, removed: list[dict[str, Any]] | None = None
+             ) -> NotebookProgram:
     """The program of one sanitized notebook (the same on every machine)."""
     cells = []
     for index, cell in enumerate(nb_run.nb.cells):
@@ -201,7 +204,7 @@ def make_program(nb_run: NotebookRun, *, timeout: float | None, notebook_timeout
     return NotebookProgram(cells=cells, timeout=timeout,
                         env=checker_env(device_used=device_used, allow_cpu=allow_cpu),
                         sandbox_env=sandbox_env(device_used=device_used),
-                        notebook_timeout=notebook_timeout or None)
+                        notebook_timeout=notebook_timeout or None, removed=list(removed or []))
 
 
 def _student_tags(cell: NotebookNode) -> list[str]:
@@ -337,6 +340,8 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
         stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}")
     submission.refused = stage_files(course, submission.submitted, submission.stage,
                                      assignment=assignment)
+    rules = forbidden.course_rules(course, assignment)
+    submission.refused += forbidden.disarm_library_copies(submission.stage, rules)
     if notebook:  # nbgrader's --notebook: the other notebooks' autograded files stay as they are
         submission.only = sorted(p.stem for p in submission.submitted.glob(f"{notebook}.ipynb"))
         _keep_graded(final, submission.stage, keep_out={f"{nb}.ipynb" for nb in submission.only})
@@ -344,9 +349,10 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
     logger.addHandler(handler)
     try:
         _sanitize_notebooks(course, steps, gb, submission, logger)
+        removed = forbidden.removals(rules)
         for nb_run in submission.notebooks:
             nb_run.program = make_program(nb_run, timeout=timeout, notebook_timeout=notebook_timeout,
-                                  device_used=device_used, allow_cpu=allow_cpu)
+                                  device_used=device_used, allow_cpu=allow_cpu, removed=removed)
     except BaseException:
         discard_stage(submission.stage)
         raise

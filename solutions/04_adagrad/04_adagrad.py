@@ -13,6 +13,7 @@
 #               torch.optim._multi_tensor, torch._fused_adagrad_, torch.ops.aten._fused_adagrad_]
 #       attributes: [Adagrad, _fused_adagrad_, _fused_adagrad, _single_tensor_adagrad,
 #                    _multi_tensor_adagrad]
+#       remove: [torch.optim.adagrad, aten::_fused_adagrad_, aten::_fused_adagrad]
 # ---
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -31,8 +32,9 @@
 # parameters, and one of them runs on a GPU.
 #
 # Your own code may not call torch's AdaGrad (`torch.optim.Adagrad`, `torch.optim.adagrad`, its functional
-# and fused forms such as `torch._fused_adagrad_`): the exercise is to implement it yourself. The grader
-# lists every use in your cells for the course staff; the tests may use it as their reference.
+# and fused forms such as `torch._fused_adagrad_`): the exercise is to implement it yourself. Where your
+# notebook is graded, torch's AdaGrad is removed: a call to it, by any route, raises `ForbiddenAPI` and
+# the tests that go through it fail. The grader also lists every use in your cells for the course staff.
 #
 # Points: `AdaGrad.step` 3, param groups 1, `state_dict` round trip 2, `optimizer_state_numel` 1,
 # `training_memory_bytes` 1, AdaGrad on a GPU 2 (10 in all).
@@ -110,8 +112,12 @@ def _run_steps(optimizer_class, grads, **kwargs):
 
 
 _grads = [[0.1, 0.2, -0.3], None, [0.3, -0.1, 0.05], [0.2, 0.2, 0.2]]
-for _kwargs in [{}, {"lr": 0.1, "eps": 0.5}]:
-    _want = _run_steps(torch.optim.Adagrad, _grads, **_kwargs)
+# where torch.optim.Adagrad ends after these steps, recorded from it once (where your code is graded,
+# torch's AdaGrad is removed)
+_recorded = [({}, [0.97516793, -2.01219463, 3.00286174]),
+             ({"lr": 0.1, "eps": 0.5}, [0.92369998, -2.03975177, 3.00813389])]
+for _kwargs, _values in _recorded:
+    _want = torch.tensor(_values)
     _got = _run_steps(AdaGrad, _grads, **_kwargs)
     assert torch.allclose(_got, _want, atol=1e-6), (
         f"AdaGrad({_kwargs or 'defaults'}) after {len(_grads)} steps (one with .grad None): "

@@ -90,6 +90,7 @@ def launch_message(program: NotebookProgram, limits: ExecutionLimits) -> Noteboo
     sandbox's to set)."""
     cpu = Deadlines(program.timeout, cells=len(program.cells)).cpu_rlimit_s  # sandbox/deadlines.py, step 5
     return {"id": 0, "env": dict(program.sandbox_env), "threads": limits.threads,
+            "removed": [dict(r) for r in program.removed],  # type: ignore[misc]
             "student_rss_bytes": limits.student_rss_bytes,
             "rlimits": {"as": limits.student_address_space_bytes, "fsize": FILE_SIZE_BYTES,
                         "nproc": STUDENT_PROCESSES, "cpu": cpu, "core": 0}}

@@ -16,6 +16,9 @@ namespaces of its own, nested in the sandbox's, so that it starts from nothing s
   notebook cannot write the template's ``oom_score_adj`` or scheduling settings. (A fresh ``/proc``
   cannot be mounted below bubblewrap's read-only overmounts.) The mounts are locked: a namespace the
   notebook makes for itself cannot unmount them;
+- in that mount namespace, the files of ``cover`` (a forbidden implementation's source and cached
+  bytecode, ``removal.py``) are covered by read-only binds of their stand-ins: the notebook, and any
+  interpreter it starts, reads the stand-in;
 - an **IPC namespace**: System V shared memory, semaphores and message queues of its own;
 - a **user namespace** (needed to make the others without privilege) mapping only the sandbox's own
   user, and every capability dropped before the notebook's first line runs, ``no_new_privs`` set.
@@ -31,7 +34,9 @@ import os
 import signal
 
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC = 0x10000000, 0x20000000, 0x20000, 0x8000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 8192, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = \
+    1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
+MNT_DETACH = 2
 HOLD = ".autograder-carried"  # where mounts below a fresh folder wait while it is replaced
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 4, 38, 24
 _CAPABILITY_VERSION_3 = 0x20080522
@@ -53,9 +58,10 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def enter_own_namespaces(fresh: dict[str, int]) -> bool:
+def enter_own_namespaces(fresh: dict[str, int], cover: dict[str, bytes] | None = None) -> bool:
     """Move this (single-threaded) process's future into its own user, PID, mount and IPC namespaces,
-    with a fresh tmpfs of ``fresh[folder]`` bytes on each folder of ``fresh`` (``/dev/shm`` first).
+    with a fresh tmpfs of ``fresh[folder]`` bytes on each folder of ``fresh`` (``/dev/shm`` first),
+    and each file of ``cover`` covered by its new content (read-only).
 
     Forks once: this process stays behind only to wait and pass the notebook's exit status on (it
     never returns); the returning process is PID 1 of the new namespace. False: not possible here."""
@@ -76,12 +82,36 @@ def enter_own_namespaces(fresh: dict[str, int]) -> bool:
     for task in outside:
         mount(libc, "none", f"/proc/{task}", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
               "size=4k,mode=0555", missing_ok=True)
+    if cover:
+        cover_files(libc, cover, scratch="/dev/shm")
     pid = os.fork()
     if pid != 0:
         _wait_and_pass_on(pid)  # never returns
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     drop_capabilities(libc)
     return True
+
+
+def cover_files(libc, cover: dict[str, bytes], *, scratch: str) -> None:
+    """Cover each existing file ``path`` of ``cover`` by a read-only bind of a file holding
+    ``cover[path]``. Those files live on a tmpfs made below ``scratch`` and detached at once: the binds
+    keep them, and no path leads to them."""
+    folder = os.path.join(scratch, f".autograder-cover-{os.getpid()}")
+    os.mkdir(folder, 0o700)
+    size = sum(len(text) for text in cover.values()) + 4096 * (len(cover) + 1)
+    mount(libc, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700")
+    for number, (path, text) in enumerate(sorted(cover.items())):
+        if not os.path.isfile(path):
+            continue
+        stand_in = os.path.join(folder, str(number))
+        with open(stand_in, "wb") as handle:
+            handle.write(text)
+        os.chmod(stand_in, 0o444)
+        mount(libc, stand_in, path, None, MS_BIND)
+        mount(libc, None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    _check(libc.umount2(folder.encode(), MNT_DETACH), f"umount {folder}")
+    os.rmdir(folder)
 
 
 def load_libc() -> ctypes.CDLL:

@@ -129,6 +129,17 @@ class NotebookLaunch(TypedDict):
     rlimits: dict[str, int | None]  # RLIMIT_<NAME> of the notebook's process: as, fsize, nproc, cpu, core
     # the notebook's fresh folders and their sizes (absent or empty: ``NOTEBOOK_TMPFS_BYTES``)
     tmpfs: NotRequired[dict[str, int]]
+    # the exercise's forbidden implementations, taken out of the notebook's process (``removal.py``)
+    removed: NotRequired[list[Removal]]
+
+
+class Removal(TypedDict):
+    """One forbidden implementation to remove: the rule's sentence, the modules whose code goes, and
+    the dispatcher operators (``aten::name``) that get a raising kernel."""
+
+    message: str
+    modules: list[str]
+    ops: list[str]
 
 
 def empty_sync() -> Sync:

@@ -40,12 +40,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 if TYPE_CHECKING:  # the same files, under the names mypy checks them by (this package's)
-    from . import drivers, isolation, protocol, shell, wire
+    from . import drivers, isolation, protocol, removal, shell, wire
     from .protocol import Kind, Op
 else:
     import drivers  # noqa: E402  - loaded from this read-only folder, never from a job's folder
     import isolation  # noqa: E402
     import protocol  # noqa: E402
+    import removal  # noqa: E402
     import shell  # noqa: E402
     import wire  # noqa: E402
     from protocol import Kind, Op  # noqa: E402
@@ -338,8 +339,11 @@ def _child(job: dict, workdir: str, data: socket.socket, paths: list[str],
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     fresh = job.get("tmpfs") or protocol.NOTEBOOK_TMPFS_BYTES
-    if ISOLATED and not isolation.enter_own_namespaces(fresh):  # from here on: PID 1 of its own
+    removals = list(job.get("removed") or [])  # the exercise's forbidden implementations
+    cover = removal.files_to_cover(removals) if removals and ISOLATED else None
+    if ISOLATED and not isolation.enter_own_namespaces(fresh, cover):  # from here on: PID 1 of its own
         raise SystemExit("the notebook's own namespaces could not be made")
+    removal.remove(removals)
     _write_companions(workdir, paths, blobs)
     try:  # the sandbox's memory cgroup stops the notebook, not the template that runs the next one
         with open("/proc/self/oom_score_adj", "w") as handle:
