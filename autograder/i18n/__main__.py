@@ -1,7 +1,8 @@
 """``python -m autograder.i18n``: keep the translation catalogues in step with the English sources.
 
     python -m autograder.i18n update [--language zh_TW]   rewrite every catalogue from its source
-                                                          (figures.po: the figures' texts, figures.py)
+                                                          (figures.po: the figures' texts, figures.py;
+                                                          messages.po: the test messages, messages.py)
     python -m autograder.i18n check [FILES...] [--summary] report what each catalogue still lacks
                                                           (exit 1 when anything does)
     python -m autograder.i18n pages [--language zh_TW]    write the translated book's sources into
@@ -23,7 +24,7 @@ from pathlib import Path
 from autograder.i18n import DEFAULT_LANGUAGE, LOCALES_DIR
 
 KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "reserved", "retired", "usage", "simplified",
-         "first-use", "inconsistent", "unused")
+         "first-use", "inconsistent", "unused", "stale", "untranslated", "placeholders")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _update(root: Path, language: str) -> int:
-    from autograder.i18n import figures
+    from autograder.i18n import figures, messages
     from autograder.i18n.catalogue import sources, update
 
     for source in sources(root):
@@ -53,6 +54,8 @@ def _update(root: Path, language: str) -> int:
               f"{result.translated} translated{stale}, {result.obsolete} obsolete")
     path, entries, translated = figures.update(language, root)
     print(f"{path.relative_to(root)}: {entries} figure texts, {translated} translated")
+    path, entries, translated = messages.update(language, root)
+    print(f"{path.relative_to(root)}: {entries} test messages, {translated} translated")
     return 0
 
 
@@ -68,7 +71,9 @@ def _pages(root: Path, language: str) -> int:
 
 
 def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> int:
+    from autograder.i18n import messages
     from autograder.i18n.checks import (
+        Problem,
         check_catalogues,
         glossary_path,
         inconsistent_terms,
@@ -81,7 +86,14 @@ def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> in
     usage = read_usage(usage_path(language, root))
     every = not files
     files = files or sorted((root / LOCALES_DIR / language).rglob("*.po"))
+    test_messages = [f for f in files if Path(f).name == messages.CATALOGUE] or \
+        ([messages.catalogue_path(language, root)] if every else [])
+    files = [f for f in files if Path(f).name != messages.CATALOGUE]  # checked against the code
     report = check_catalogues(files, terms, usage=usage, every=every)
+    for catalogue in map(str, test_messages):
+        found = messages.check(language, root, terms=terms, usage=usage)
+        report.problems[catalogue] = [Problem(catalogue, where, kind, message)
+                                      for where, kind, message in found]
     total: Counter[str] = Counter()
     warnings = 0
     for path, problems in report.problems.items():

@@ -302,8 +302,8 @@ def check_catalogue(path: Path, glossary: Mapping[str, str] | Iterable[Term], *,
 
 def is_page(path: Path) -> bool:
     """A catalogue a reader meets as one page: a chapter, the intro, an exercise (not the title,
-    the captions, the references or the figures' texts)."""
-    return Path(path).name not in ("_config.po", "_toc.po", "references.po", "figures.po")
+    the captions, the references, the figures' texts or the test messages)."""
+    return Path(path).name not in ("_config.po", "_toc.po", "references.po", "figures.po", "messages.po")
 
 
 def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[polib.POEntry, str]]:
