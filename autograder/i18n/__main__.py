@@ -71,9 +71,7 @@ def _pages(root: Path, language: str) -> int:
 
 
 def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> int:
-    from autograder.i18n import messages
     from autograder.i18n.checks import (
-        Problem,
         check_catalogues,
         glossary_path,
         inconsistent_terms,
@@ -86,14 +84,7 @@ def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> in
     usage = read_usage(usage_path(language, root))
     every = not files
     files = files or sorted((root / LOCALES_DIR / language).rglob("*.po"))
-    test_messages = [f for f in files if Path(f).name == messages.CATALOGUE] or \
-        ([messages.catalogue_path(language, root)] if every else [])
-    files = [f for f in files if Path(f).name != messages.CATALOGUE]  # checked against the code
-    report = check_catalogues(files, terms, usage=usage, every=every)
-    for catalogue in map(str, test_messages):
-        found = messages.check(language, root, terms=terms, usage=usage)
-        report.problems[catalogue] = [Problem(catalogue, where, kind, message)
-                                      for where, kind, message in found]
+    report = check_catalogues(files, terms, usage=usage, every=every)  # messages.po: messages.check
     total: Counter[str] = Counter()
     warnings = 0
     for path, problems in report.problems.items():
