@@ -264,3 +264,19 @@ def test_the_service_shows_a_zh_tw_submissions_messages_in_zh_tw(twins):
         shown = translate(english[name], LANGUAGE)
         assert CJK.search(shown) and shown in message and english[name] not in message, (name, message)
     assert "BEGIN HIDDEN TESTS" not in json.dumps(status, ensure_ascii=False)
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_shows_the_zh_tw_message(tmp_path):
+    """What a student sees after pressing Validate on a zh-TW notebook with a wrong answer."""
+    import subprocess
+    import sys
+
+    nbformat.write(wrong_notebook(LANGUAGE), tmp_path / f"{ASSIGNMENT}.zh-TW.ipynb")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "validate", f"{ASSIGNMENT}.zh-TW.ipynb"],
+                          cwd=tmp_path, env=nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"}),
+                          capture_output=True, text=True, timeout=600)
+    text = done.stdout + done.stderr
+    assert "VALIDATION FAILED ON 2 CELL(S)!" in text, text[-3000:]
+    assert "AssertionError: contiguous_strides((2, 3, 4))：預期 (12, 4, 1)，實際得到 (1, 2, 6)" in text
+    assert "AssertionError: 形狀 (3, 2)、步幅 (1, 3)：預期" in text
