@@ -272,6 +272,8 @@ def test_nbgrader_validate_shows_the_zh_tw_message(tmp_path):
     import subprocess
     import sys
 
+    from autograder.release import nbgrader_environment
+
     nbformat.write(wrong_notebook(LANGUAGE), tmp_path / f"{ASSIGNMENT}.zh-TW.ipynb")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "validate", f"{ASSIGNMENT}.zh-TW.ipynb"],
                           cwd=tmp_path, env=nbgrader_environment({"AUTOGRADER_ALLOW_CPU": "1"}),
