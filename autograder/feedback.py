@@ -1,12 +1,14 @@
 """Per-student HTML feedback through nbgrader's GenerateFeedback: no hidden-check source, no student script.
 
 nbgrader's converter writes ``feedback/<student>/<assignment>/<notebook>.html`` as usual. Its
-preprocessor list is the course's, with three guarantees added if the config lacks them:
+preprocessor list is the course's, with four guarantees added if the config lacks them:
 
 - ``ClearHiddenTestTracebacks`` (autograder.hidden._feedback: tracebacks neither quote a hidden-test
   line nor name the hidden checks) and nbgrader's ``ClearHiddenTests`` (drops the
   ``### BEGIN/END HIDDEN TESTS`` region of each grade or locked cell: ``ClearInstructorHiddenTests``),
   in that order;
+- ``TranslateTestMessages`` (right after it): a translated edition's failure messages shown in its
+  language (``autograder.i18n.messages``; the scores are the gradebook's, untouched);
 - ``SanitizeStudentContent``: a submission's outputs and markdown are the student's, so nothing in them
   may run in the feedback page. Outputs keep only the MIME types in ``SAFE_OUTPUT_TYPES`` (no
   ``application/javascript``, no widget views or widget state), HTML/SVG/markdown outputs pass
@@ -42,6 +44,7 @@ from traitlets.config import Config
 from autograder.course import load_course
 from autograder.errors import AutograderError
 from autograder.hidden._feedback import ClearHiddenTestTracebacks
+from autograder.i18n.messages import language_code, notebook_language, translate_output
 from autograder.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
 
 HIDDEN_MARKERS = HIDDEN_SOURCE_TEXT  # what feedback must never show (autograder.source)
@@ -94,6 +97,28 @@ class SanitizeStudentContent(Preprocessor):
             cell.metadata.pop("raw_mimetype", None)
             cell.metadata.pop("format", None)
             cell.source = clean_html(cell.source)
+        return cell, resources
+
+
+class TranslateTestMessages(Preprocessor):
+    """A translated edition's failure messages in its language (``autograder.i18n.messages``): the
+    error outputs of a notebook whose ``metadata.course.language`` is a course language other than
+    English. Only what a message shows changes; scores are the gradebook's. Run after
+    ClearHiddenTestTracebacks."""
+
+    enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._language = language_code(notebook_language(nb))
+        if self._language is None:
+            return nb, resources
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    translate_output(output, self._language)
         return cell, resources
 
 
@@ -167,6 +192,8 @@ def feedback_config(base: Config) -> Config:
         configured.insert(1, ClearInstructorHiddenTests)
     if ClearHiddenTestTracebacks not in configured:
         configured.insert(configured.index(ClearInstructorHiddenTests), ClearHiddenTestTracebacks)
+    if TranslateTestMessages not in configured:
+        configured.insert(configured.index(ClearHiddenTestTracebacks) + 1, TranslateTestMessages)
     if SanitizeStudentContent not in configured:
         configured.insert(0, SanitizeStudentContent)
     if CheckNoHiddenSource in configured:

@@ -4,7 +4,8 @@
       -> solutions/NN_name/NN_name.ipynb   (generated here, gitignored; nbgrader's "source")
       -> exercises/NN_name/NN_name.ipynb   (`nbgrader generate_assignment --force`; committed)
     -> exercises/NN_name/NN_name.zh-TW.ipynb  (the same release, prose translated from
-       locales/zh_TW/exercises/NN_name.po; grade and locked code cells untouched; committed)
+       locales/zh_TW/exercises/NN_name.po; grade cells untouched, locked code cells too but for the
+       imports cell's message hook, autograder.i18n.messages; committed)
 
 The conversion is deterministic (cell ids are the grade ids, no jupytext or timestamp metadata), so
 regenerating a release gives the same bytes; ``check_release_drift`` regenerates in a temporary copy of
@@ -28,6 +29,7 @@ from nbformat import NotebookNode
 from autograder.errors import ReleaseError
 from autograder.i18n import LANGUAGES, LOCALES_DIR
 from autograder.i18n.catalogue import catalogue_path, translations
+from autograder.i18n.messages import NOTEBOOK_KEY, kernel_hook
 from autograder.i18n.notebook import translate_notebook
 from autograder.i18n.pages import NOTES_DIR, translated_notebook
 from autograder.source import (
@@ -132,7 +134,10 @@ def write_translated_releases(assignment: str, *, course_root: Path = Path("."))
 
     Translated markdown cells and student cells get nbgrader's checksum of their new source (so
     ``nbgrader validate`` accepts the untouched notebook); grade cells and locked code cells are the
-    English release's, byte for byte. A unit without a current translation shows in English, marked."""
+    English release's, byte for byte, but for the first locked code cell (the imports), which also
+    shows the visible tests' failure messages in the edition's language (``_add_message_hook``).
+    A unit without a current translation shows in English, marked. The notebook's
+    ``metadata.course.language`` names the edition (feedback and the service translate by it)."""
     from nbgrader.utils import compute_checksum
 
     english = release_path(assignment, course_root=course_root)
@@ -147,6 +152,8 @@ def write_translated_releases(assignment: str, *, course_root: Path = Path("."))
         translated, changed, _ = translate_notebook(
             nb, translations(po), note=note.read_text(encoding="utf-8") if note.is_file() else "")
         translated = nbformat.from_dict(translated)
+        translated.metadata[NOTEBOOK_KEY] = {"language": LANGUAGES[language]["tag"]}
+        changed += _add_message_hook(translated, course_root / source, language, course_root)
         for index in changed:
             cell = translated.cells[index]
             if "checksum" in cell.metadata.get("nbgrader", {}):
@@ -155,6 +162,20 @@ def write_translated_releases(assignment: str, *, course_root: Path = Path("."))
         nbformat.write(translated, out)
         written.append(out)
     return written
+
+
+def _add_message_hook(nb: NotebookNode, source: Path, language: str, course_root: Path) -> list[int]:
+    """Append ``autograder.i18n.messages.kernel_hook`` (the visible tests' messages in ``language``,
+    shown by the student's own kernel) to the first locked code cell (the imports); return its index.
+    Grading never runs it: a locked cell's source is the gradebook's (the English)."""
+    hook = kernel_hook(source, language, course_root)
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if hook and cell.cell_type == "code" and meta.get("locked") and not meta.get("grade") \
+                and not meta.get("solution"):
+            cell.source = f"{cell.source}\n\n\n{hook}"
+            return [index]
+    return []
 
 
 def _strip_release(path: Path) -> None:

@@ -40,11 +40,12 @@ from autograder.i18n.checks import (
     read_usage,
     usage_path,
 )
+from autograder.i18n.messages import kernel_hook
 from autograder.i18n.notebook import translate_notebook
 from autograder.i18n.pages import book_files, translated_notebook
 from autograder.i18n.render import UNTRANSLATED_MARK, render
 from autograder.i18n.segment import join, split_myst, split_python, unit_hash
-from autograder.source import ASSIGNMENTS, EDITION_TAGS, release_path
+from autograder.source import ASSIGNMENTS, EDITION_TAGS, release_path, source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -216,12 +217,20 @@ def test_translated_release_keeps_every_cell_but_the_prose(assignment):
     path = release_path(assignment, course_root=ROOT).with_name(translated_notebook(assignment, LANGUAGE))
     chinese = nbformat.read(path, as_version=4)
     assert len(chinese.cells) == len(english.cells)
+    assert chinese.metadata.course == {"language": LANGUAGES[LANGUAGE]["tag"]}
+    assert "course" not in english.metadata
     for en, zh in zip(english.cells, chinese.cells, strict=True):
         meta = en.metadata.nbgrader
         assert (zh.id, zh.cell_type) == (en.id, en.cell_type)
         assert {k: v for k, v in zh.metadata.nbgrader.items() if k != "checksum"} == \
             {k: v for k, v in meta.items() if k != "checksum"}
-        if en.cell_type == "code" and (meta["grade"] or meta["locked"]):
+        if en.cell_type == "code" and en.id == "imports":  # + the messages' kernel hook, at its end
+            hook = kernel_hook(source_path(assignment, course_root=ROOT), LANGUAGE, ROOT)
+            assert hook and zh.source == f"{en.source}\n\n\n{hook}", f"{assignment}: imports cell"
+            assert {k: v for k, v in zh.metadata.items() if k != "nbgrader"} == \
+                {k: v for k, v in en.metadata.items() if k != "nbgrader"}
+            assert (zh.outputs, zh.execution_count) == (en.outputs, en.execution_count)
+        elif en.cell_type == "code" and (meta["grade"] or meta["locked"]):
             assert zh == en, f"{assignment} {en.id}: a grade or locked cell differs"
         elif en.cell_type == "code":
             assert _without_docstrings(zh.source) == _without_docstrings(en.source), en.id

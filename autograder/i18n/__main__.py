@@ -1,7 +1,8 @@
 """``python -m autograder.i18n``: keep the translation catalogues in step with the English sources.
 
     python -m autograder.i18n update [--language zh_TW]   rewrite every catalogue from its source
-                                                          (figures.po: the figures' texts, figures.py)
+                                                          (figures.po: the figures' texts, figures.py;
+                                                          messages.po: the test messages, messages.py)
     python -m autograder.i18n check [FILES...] [--summary] report what each catalogue still lacks
                                                           (exit 1 when anything does)
     python -m autograder.i18n pages [--language zh_TW]    write the translated book's sources into
@@ -23,7 +24,7 @@ from pathlib import Path
 from autograder.i18n import DEFAULT_LANGUAGE, LOCALES_DIR
 
 KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "reserved", "retired", "usage", "simplified",
-         "first-use", "inconsistent", "unused")
+         "first-use", "inconsistent", "unused", "stale", "untranslated", "placeholders")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _update(root: Path, language: str) -> int:
-    from autograder.i18n import figures
+    from autograder.i18n import figures, messages
     from autograder.i18n.catalogue import sources, update
 
     for source in sources(root):
@@ -53,6 +54,8 @@ def _update(root: Path, language: str) -> int:
               f"{result.translated} translated{stale}, {result.obsolete} obsolete")
     path, entries, translated = figures.update(language, root)
     print(f"{path.relative_to(root)}: {entries} figure texts, {translated} translated")
+    path, entries, translated = messages.update(language, root)
+    print(f"{path.relative_to(root)}: {entries} test messages, {translated} translated")
     return 0
 
 
@@ -81,7 +84,7 @@ def _check(root: Path, language: str, files: list[Path], *, summary: bool) -> in
     usage = read_usage(usage_path(language, root))
     every = not files
     files = files or sorted((root / LOCALES_DIR / language).rglob("*.po"))
-    report = check_catalogues(files, terms, usage=usage, every=every)
+    report = check_catalogues(files, terms, usage=usage, every=every)  # messages.po: messages.check
     total: Counter[str] = Counter()
     warnings = 0
     for path, problems in report.problems.items():

@@ -34,6 +34,10 @@ Across catalogues (``check_catalogues``):
 - **inconsistent**: the same English unit translated differently on two pages, and the consistency
   report: an English term rendered more than one way (its target and a retired rendering) across pages;
 - **unused**: a glossary term that no catalogue's English contains (a dead entry).
+
+``messages.po`` (the test messages) is checked by ``autograder.i18n.messages.check`` instead: against
+the code its templates come from (missing, stale, untranslated, placeholders), and by the entry
+checks above on each message's prose only (fields and code tokens blanked); it is no page.
 """
 
 from __future__ import annotations
@@ -302,8 +306,8 @@ def check_catalogue(path: Path, glossary: Mapping[str, str] | Iterable[Term], *,
 
 def is_page(path: Path) -> bool:
     """A catalogue a reader meets as one page: a chapter, the intro, an exercise (not the title,
-    the captions, the references or the figures' texts)."""
-    return Path(path).name not in ("_config.po", "_toc.po", "references.po", "figures.po")
+    the captions, the references, the figures' texts or the test messages)."""
+    return Path(path).name not in ("_config.po", "_toc.po", "references.po", "figures.po", "messages.po")
 
 
 def first_use(entries: list[polib.POEntry], terms: list[Term]) -> list[tuple[polib.POEntry, str]]:
@@ -351,11 +355,18 @@ def check_catalogues(paths: Iterable[Path], terms: list[Term], *, usage: Iterabl
     """Each catalogue's own problems, then what only the set of them shows: first use per page, one
     English unit with two translations, one term with two renderings; with ``every`` (all the
     catalogues of the language) also the glossary's unused terms."""
+    from autograder.i18n import messages
+
     report = Report()
     usage = list(usage)
     live: dict[str, list[polib.POEntry]] = {}
     for path in paths:
         key = str(path)
+        if Path(path).name == messages.CATALOGUE:  # checked against the code it comes from
+            language, root = Path(path).parent.name, Path(path).parents[2]
+            report.problems[key] = [Problem(key, where, kind, message) for where, kind, message in
+                                    messages.check(language, root, terms=terms, usage=usage)]
+            continue
         live[key] = [e for e in polib.pofile(str(path)) if not e.obsolete]
         report.problems[key] = [Problem(key, _where(e), kind, message) for e in live[key]
                                 for kind, message in check_entry(e, terms, usage)]

@@ -16,7 +16,7 @@ from autograder.i18n.segment import is_student_cell, split_myst, split_python
 def translate_notebook(nb: dict, translations: dict[str, str], *, note: str = ""
                        ) -> tuple[dict, list[int], Rendered]:
     """``(translated copy, indices of the cells whose source changed, totals)``; ``note`` (the
-    edition's own text, e.g. that test messages stay English) goes after the first cell's title."""
+    edition's own text, e.g. how test messages are shown) goes after the first cell's title."""
     out = copy.deepcopy(nb)
     changed: list[int] = []
     total = Rendered("")

@@ -2,7 +2,8 @@
 
 Read from the worker's workspace after ``autograder grade`` recorded it: points from its gradebook,
 messages from the autograded notebook's error outputs, scrubbed by the same rule as nbgrader feedback
-(``autograder.hidden._feedback.hide_hidden_source``), then checked once more as a whole: nothing that
+(``autograder.hidden._feedback.hide_hidden_source``) and shown in the notebook's language (a zh-TW
+release's messages in zh-TW: ``autograder.i18n.messages``), then checked once more as a whole: nothing that
 ``autograder.source.shows_hidden_source`` recognizes may be stored. A test is "hidden" when its grade
 cell has a hidden-test region; its code is never part of the result, only its name and message.
 """
@@ -17,6 +18,7 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.hidden._feedback import hide_hidden_source
+from autograder.i18n.messages import notebook_language, translate_output
 from autograder.source import hidden_lines, hidden_region, shows_hidden_source
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -31,7 +33,7 @@ def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: st
     score = max_score = 0.0
     with Gradebook(db_url, course_id) as gb:
         for notebook, path in notebooks.items():
-            cells = _grade_cells(path)
+            cells, language = _grade_cells(path)
             for source_cell in cells.values():
                 hidden_text |= hidden_lines(source_cell.source)
             try:
@@ -45,7 +47,7 @@ def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: st
                 tests.append({"name": grade.name, "notebook": notebook, "points": points,
                               "max_points": top, "passed": points >= top,
                               "hidden": bool(cell is not None and hidden_region(cell.source)),
-                              "message": _message(cell) if points < top else None})
+                              "message": _message(cell, language) if points < top else None})
                 score += points
                 max_score += top
     result: dict[str, Any] = {"score": score, "max_score": max_score, "tests": tests,
@@ -53,16 +55,17 @@ def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: st
     return _without_hidden_source(result, hidden_text)
 
 
-def _grade_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
+def _grade_cells(path: Path) -> tuple[dict[str, nbformat.NotebookNode], str | None]:
+    """The grade cells of an autograded notebook by grade id, and the language it was released in."""
     if not path.is_file():
-        return {}
+        return {}, None
     nb = nbformat.read(path, as_version=4)
     cells: dict[str, nbformat.NotebookNode] = {}
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade") and isinstance(meta.get("grade_id"), str):
             cells[meta["grade_id"]] = cell
-    return cells
+    return cells, notebook_language(nb)
 
 
 def _order(cells: dict[str, nbformat.NotebookNode], name: str) -> tuple[int, str]:
@@ -70,8 +73,9 @@ def _order(cells: dict[str, nbformat.NotebookNode], name: str) -> tuple[int, str
     return (names.index(name) if name in names else len(names), name)
 
 
-def _message(cell: nbformat.NotebookNode | None) -> str:
-    """The failure as the student would read it under the cell (hidden lines removed)."""
+def _message(cell: nbformat.NotebookNode | None, language: str | None = None) -> str:
+    """The failure as the student would read it under the cell (hidden lines removed; in the
+    notebook's language, ``autograder.i18n.messages``)."""
     if cell is None:
         return "this test's cell is missing from the notebook"
     hidden = hidden_lines(cell.source)
@@ -79,6 +83,7 @@ def _message(cell: nbformat.NotebookNode | None) -> str:
         if output.get("output_type") == "error":
             shown = dict(output)
             hide_hidden_source(shown, hidden)
+            translate_output(shown, language)
             text = ANSI.sub("", "\n".join(shown.get("traceback", [])))
             return _clip(text or f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
     return "failed (no error message: the cell did not run, or its points were not given)"

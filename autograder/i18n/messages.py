@@ -1,0 +1,459 @@
+"""Test-failure messages in the reader's language: ``locales/<lang>/messages.po``, read from the code.
+
+The English is never typed twice: the templates are read with ``ast`` from where messages are made,
+
+    autograder/hidden/*.py     the message argument of ``expect(cond, msg)``, ``AssertionError(msg)``,
+                               ``HiddenCheckFailed(msg)`` and the ``what`` of ``expect_equal`` (and
+                               what is assigned to a name ``message``/``what``), f-strings included
+    solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells
+
+each f-string field becoming a ``{expr}`` placeholder (``{shape}``, ``{got!r}``, ``{type(error).__name__}``).
+A template whose text is code alone (``contiguous_strides({shape})``) needs no translation and is
+left out. One entry per template; its ``msgctxt`` is ``test message <sha256[:12]>`` of the English.
+
+``translate(message, language)`` matches a message against the templates as patterns (the longest
+literal text first); placeholders keep what they held, each translated in turn (a hint inside a
+message: ``{what}: {message} [seed {used_seed}]``). A message no template matches comes back as it
+is, never mangled. Grades never depend on it: it only changes what a message *shows*
+(``autograder.feedback``'s ``TranslateTestMessages``; ``kernel_hook`` in the zh-TW notebooks).
+
+``check(language)`` reports entries missing, stale (their template is gone), untranslated, fuzzy, or
+whose translation lacks or adds a placeholder. Standard library and ``polib`` only.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polib
+
+from autograder.i18n import LANGUAGES, LOCALES_DIR
+from autograder.source import SOURCES_GLOB, read_source_cells, regions
+
+HIDDEN_GLOB = "autograder/hidden/*.py"
+CATALOGUE = "messages.po"
+CONTEXT = "test message "
+# call name -> index of its message argument
+MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expect_equal": 2,
+                 "_too_much": 0}  # get_batch's budgeted dataset: what the student's code did
+MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
+MESSAGE_NAMES = frozenset({"message", "what", "where"})
+EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
+# an English word of running text: letters not part of an identifier, a call, an attribute or a
+# keyword argument (quoted strings are taken out first)
+_WORD = re.compile(r"(?<![\w.{=])[A-Za-z]{2,}(?![\w(.}=\[])")
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def package_root() -> Path:
+    """The course repository this package belongs to (where its locales/ lie)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def catalogue_path(language: str, root: Path | None = None) -> Path:
+    return Path(root or package_root()) / LOCALES_DIR / language / CATALOGUE
+
+
+def message_key(english: str) -> str:
+    return CONTEXT + hashlib.sha256(english.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Template:
+    """One message template: its parts in order, each a literal text or a field (``{expr}``)."""
+
+    parts: tuple[tuple[str, bool], ...]  # (text, is_field)
+    where: tuple[str, int]
+
+    @property
+    def english(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+    @property
+    def fields(self) -> list[str]:
+        return [text for text, is_field in self.parts if is_field]
+
+    @property
+    def literal(self) -> str:
+        return "".join(text for text, is_field in self.parts if not is_field)
+
+    def prose(self) -> bool:
+        """Whether it has English words to translate (not code alone)."""
+        return bool(_WORD.search(_QUOTED.sub(" ", "".join(" " if f else t for t, f in self.parts))))
+
+
+# --- the templates, from the code -------------------------------------------------------------------
+
+def _field(value: ast.FormattedValue) -> str:
+    text = ast.unparse(value.value)
+    if value.conversion != -1:
+        text += "!" + chr(value.conversion)
+    if value.format_spec is not None:
+        spec = value.format_spec
+        text += ":" + ("".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant))
+                       if isinstance(spec, ast.JoinedStr) else ast.unparse(spec))
+    return "{" + text + "}"
+
+
+def _templates(node: ast.AST | None) -> list[tuple[tuple[str, bool], ...]]:
+    """The message texts an expression can be: a string, an f-string, either side of ``or``/``if``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [((node.value, False),)] if node.value else []
+    if isinstance(node, ast.JoinedStr):
+        parts = [(str(v.value), False) if isinstance(v, ast.Constant) else
+                 (_field(v) if isinstance(v, ast.FormattedValue) else "{" + ast.unparse(v) + "}", True)
+                 for v in node.values if not (isinstance(v, ast.Constant) and not v.value)]
+        return [tuple(parts)] if parts else []
+    if isinstance(node, ast.BoolOp):
+        return [t for value in node.values for t in _templates(value)]
+    if isinstance(node, ast.IfExp):
+        return _templates(node.body) + _templates(node.orelse)
+    return []
+
+
+def _name(func: ast.AST) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
+        else None
+
+
+def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool = False
+                   ) -> list[Template]:
+    """The message templates of one piece of Python (module docstring); unparsable code has none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found: list[Template] = []
+
+    def add(node: ast.AST | None, line: int) -> None:
+        found.extend(Template(parts, (where, first_line + line - 1)) for parts in _templates(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and asserts:
+            add(node.msg, node.lineno)
+        elif isinstance(node, ast.Call) and _name(node.func) in MESSAGE_CALLS:
+            index = MESSAGE_CALLS[_name(node.func) or ""]
+            add(node.args[index] if len(node.args) > index else None, node.lineno)
+            for keyword in node.keywords:
+                if keyword.arg in MESSAGE_KEYWORDS:
+                    add(keyword.value, node.lineno)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in MESSAGE_NAMES
+                                                  for t in node.targets):
+            add(node.value, node.lineno)
+    return found
+
+
+def visible_templates(assignment_source: Path, where: str) -> list[Template]:
+    """The templates of the visible tests of one exercise source (its grade cells, hidden region
+    left out): what a student's own kernel can show."""
+    found: list[Template] = []
+    for cell in read_source_cells(assignment_source):
+        if cell.kind == "code" and cell.meta.get("grade"):
+            code = "\n".join("" if region == "hidden test" else line  # blank: lines keep numbers
+                             for _, line, region in regions(cell.source.split("\n")))
+            found += code_templates(code, where, cell.line, asserts=True)
+    return found
+
+
+def templates(root: Path | None = None) -> list[Template]:
+    """Every template that needs a translation, each once (first occurrence), in source order."""
+    root = Path(root or package_root())
+    found: list[Template] = []
+    for path in sorted(root.glob(HIDDEN_GLOB)):
+        found += code_templates(path.read_text(encoding="utf-8"), path.relative_to(root).as_posix())
+    for path in sorted(root.glob(SOURCES_GLOB)):
+        rel = path.relative_to(root).as_posix()
+        for cell in read_source_cells(path):
+            if cell.kind == "code" and cell.meta.get("grade"):
+                found += code_templates(cell.source, rel, cell.line, asserts=True)
+    if (root / "autograder" / "hidden" / "_base.py").is_file():
+        found += [Template(((text, False),), ("autograder/hidden/_base.py", 0)) for text in EXTRA]
+    seen: dict[str, Template] = {}
+    for template in found:
+        if template.prose():
+            seen.setdefault(template.english, template)
+    return list(seen.values())
+
+
+# --- the catalogue ----------------------------------------------------------------------------------
+
+def update(language: str, root: Path | None = None) -> tuple[Path, int, int]:
+    """Rewrite ``messages.po`` from the code (translations kept by key, unused ones obsolete);
+    returns the path, the number of entries and of translated ones."""
+    root = Path(root or package_root())
+    path = catalogue_path(language, root)
+    old = polib.pofile(str(path), wrapwidth=100) if path.is_file() else polib.POFile(wrapwidth=100)
+    by_key = {e.msgctxt: e for e in old}
+    po = polib.POFile(wrapwidth=100)
+    po.metadata = {"Project-Id-Version": "cs336-resource-accounting", "Language": language,
+                   "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
+                   "Content-Transfer-Encoding": "8bit"}
+    keys = set()
+    for template in templates(root):
+        key = message_key(template.english)
+        keys.add(key)
+        was = by_key.get(key)
+        po.append(polib.POEntry(msgctxt=key, msgid=template.english, msgstr=was.msgstr if was else "",
+                                occurrences=[(template.where[0], str(template.where[1]))],
+                                comment="test message", tcomment=was.tcomment if was else "",
+                                flags=list(was.flags) if was else []))
+    for entry in old:
+        if entry.msgctxt not in keys and entry.msgstr.strip():
+            entry.obsolete, entry.occurrences = True, []
+            po.append(entry)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text(encoding="utf-8") != po.__unicode__():
+        po.save(str(path))
+    live = [e for e in po if not e.obsolete]
+    return path, len(live), sum(bool(e.msgstr.strip()) for e in live)
+
+
+def split(text: str, fields: list[str]) -> list[tuple[str, bool]]:
+    """``text`` as parts, each occurrence of one of ``fields`` (longest first) a field."""
+    if not fields:
+        return [(text, False)] if text else []
+    pattern = re.compile("|".join(map(re.escape, sorted(set(fields), key=len, reverse=True))))
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for match in pattern.finditer(text):
+        if match.start() > at:
+            parts.append((text[at:match.start()], False))
+        parts.append((match.group(0), True))
+        at = match.end()
+    if at < len(text):
+        parts.append((text[at:], False))
+    return parts
+
+
+def entry_problems(entry: polib.POEntry, known: dict[str, Template]) -> list[tuple[str, str]]:
+    """``(kind, message)`` for each problem of one live entry of ``messages.po``."""
+    template = known.get(entry.msgid)
+    if template is None or message_key(entry.msgid) != entry.msgctxt:
+        return [("stale", "no message of the code has this English (python -m autograder.i18n update)")]
+    if not entry.msgstr.strip():
+        return [("missing", "no translation")]
+    found = []
+    if "fuzzy" in entry.flags:
+        found.append(("fuzzy", "marked fuzzy"))
+    wanted, got = sorted(template.fields), sorted(f for f, is_field in split(entry.msgstr, template.fields)
+                                                  if is_field)
+    if wanted != got:
+        found.append(("placeholders", f"the English has {wanted}, the translation {got}"))
+    if entry.msgstr.strip() == entry.msgid.strip() and template.prose():
+        found.append(("untranslated", "the translation is the English"))
+    return found
+
+
+# code in a message: a field, or a token holding what only code holds (optimizer.state[p], lr=0.1)
+_CODE_TOKEN = re.compile(r"\{[^{}]+\}|[!-+\--~]*[_.()\[\]='`<>*/][!-+\--~]*")  # ASCII but , ; :
+
+
+def masked(text: str) -> str:
+    """``text`` with its fields and code tokens blanked: what the page checks may read as prose."""
+    return _CODE_TOKEN.sub(" ", text)
+
+
+def check(language: str, root: Path | None = None, *, terms: list | None = None,
+          usage: list | None = None) -> list[tuple[str, str, str]]:
+    """``(where, kind, message)`` for each problem of the language's messages catalogue: missing
+    (no entry or no translation), stale, untranslated, fuzzy, placeholders; with ``terms`` (and
+    ``usage``) also the page catalogues' glossary, usage and Simplified checks
+    (``autograder.i18n.checks.check_entry``) on the prose of each message (``masked``)."""
+    from autograder.i18n.checks import check_entry
+
+    root = Path(root or package_root())
+    path = catalogue_path(language, root)
+    known = {t.english: t for t in templates(root)}
+    entries = [e for e in polib.pofile(str(path))] if path.is_file() else []
+    live = [e for e in entries if not e.obsolete]
+    problems = [(f"{t.where[0]}:{t.where[1]} {english[:50]!r}", "missing", "no entry")
+                for english, t in known.items() if english not in {e.msgid for e in live}]
+    for entry in live:
+        where = f"{CATALOGUE}:{entry.linenum} {entry.msgid[:50]!r}"
+        found = entry_problems(entry, known)
+        if terms is not None and not found:
+            prose = polib.POEntry(msgid=masked(entry.msgid), msgstr=masked(entry.msgstr),
+                                  tcomment=entry.tcomment)
+            found = [(kind, message) for kind, message in check_entry(prose, terms, usage or [])
+                     if kind not in ("numbers", "code", "missing")]
+        problems += [(where, kind, message) for kind, message in found]
+    return problems
+
+
+# --- translating a message ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    fields: tuple[str, ...]
+    target: tuple[tuple[str, bool], ...]
+
+
+def _rules(pairs: list[tuple[str, str]]) -> list[_Rule]:
+    """Compiled ``(English template, translation)`` pairs: those ending in literal text first (a
+    wrapper such as ``{what}: {message} [seed {used_seed}]`` before what it wraps), then the longest
+    literal text first."""
+    rules = []
+    for english, target in pairs:
+        fields = re.findall(r"\{[^{}]+\}", english)
+        parts = split(english, fields)
+        literal = "".join(t for t, f in parts if not f)
+        if not re.search(r"[A-Za-z]{2}", literal):
+            continue  # nothing to anchor on: would match anything
+        names = []
+        regex = ""
+        for text, is_field in parts:
+            if is_field:
+                names.append(text)
+                regex += "(.*?)"  # fullmatch: the last field still takes the rest
+            else:
+                regex += re.escape(text)
+        rank = (not parts[-1][1], len(literal))  # ending in text ("... [seed N]") is outermost
+        rules.append((rank, _Rule(re.compile(regex, re.DOTALL), tuple(names),
+                                  tuple(split(target, names)))))
+    return [rule for _, rule in sorted(rules, key=lambda pair: pair[0], reverse=True)]
+
+
+@functools.lru_cache(maxsize=8)
+def _table(language: str, root: str) -> tuple[_Rule, ...]:
+    path = catalogue_path(language, Path(root))
+    if not path.is_file():
+        return ()
+    pairs = [(e.msgid, e.msgstr) for e in polib.pofile(str(path))
+             if e.msgstr.strip() and not e.obsolete and "fuzzy" not in e.flags]
+    return tuple(_rules(pairs))
+
+
+def language_code(tag: str | None) -> str | None:
+    """A language as a notebook names it (``zh-TW``, course.toml's tag) -> its gettext code (``zh_TW``);
+    None for English or an unknown language."""
+    for code, info in LANGUAGES.items():
+        if tag in (code, info["tag"]):
+            return code
+    return None
+
+
+def translate(message: str, language: str | None, root: Path | None = None, *, _depth: int = 0) -> str:
+    """``message`` in ``language`` (a gettext code or a tag), or as it is (module docstring)."""
+    code = language_code(language)
+    if not code or _depth > 8 or not message:
+        return message
+    for rule in _table(code, str(Path(root or package_root()).resolve())):
+        match = rule.pattern.fullmatch(message)
+        if match is None:
+            continue
+        values = {name: translate(value, code, root, _depth=_depth + 1)
+                  for name, value in zip(rule.fields, match.groups(), strict=True)}
+        return "".join(values.get(text, text) if is_field else text for text, is_field in rule.target)
+    return message
+
+
+NOTEBOOK_KEY = "course"  # a translated release's ``metadata.course.language`` (autograder.release)
+
+
+def notebook_language(nb: dict) -> str | None:
+    """The language a notebook was released in (``zh-TW``), None for the English release."""
+    course = nb.get("metadata", {}).get(NOTEBOOK_KEY, {})
+    language = course.get("language") if isinstance(course, dict) else None
+    return language if isinstance(language, str) else None
+
+
+def translate_output(output: dict, language: str | None, root: Path | None = None) -> bool:
+    """An error output of a notebook cell with its message in ``language`` (``evalue`` and where the
+    traceback shows it), in place; whether anything changed."""
+    evalue = output.get("evalue")
+    if not isinstance(evalue, str) or not evalue:
+        return False
+    shown = translate(evalue, language, root)
+    if shown == evalue:
+        return False
+    output["evalue"] = shown
+    output["traceback"] = [frame.replace(evalue, shown) if isinstance(frame, str) else frame
+                           for frame in output.get("traceback", [])]
+    return True
+
+
+# --- the student's kernel ---------------------------------------------------------------------------
+
+HOOK_HEADER = "# 測試失敗時，訊息以繁體中文顯示（只改變顯示的文字，不影響測試與評分）"
+
+_HOOK = '''\
+{header}
+def _course_messages(table):
+    import re
+    import string
+    rules = []
+    for english, target in table:
+        regex = "".join(re.escape(text) + ("(.*?)" if name is not None else "")
+                        for text, name, _, _ in string.Formatter().parse(english))
+        rules.append((re.compile(regex, re.DOTALL), target))
+
+    def translate(text, depth=0):
+        for pattern, target in rules:
+            match = pattern.fullmatch(text) if depth < 8 else None
+            if match:
+                return target.format(*(translate(v, depth + 1) for v in match.groups()))
+        return text
+
+    def show(shell, etype, value, tb, tb_offset=None):
+        try:
+            value.args = (translate(str(value)),)
+        except Exception:
+            pass
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    try:
+        get_ipython().set_custom_exc((AssertionError,), show)
+    except NameError:
+        pass
+
+
+_course_messages({table})
+del _course_messages'''
+
+
+def _positional(english: str, target: str) -> tuple[str, str]:
+    """A pair as ``str.format`` patterns: fields ``{0}``, ``{1}``... in the English order."""
+    fields = re.findall(r"\{[^{}]+\}", english)
+    order = {name: n for n, name in enumerate(dict.fromkeys(fields))}
+
+    def form(text: str) -> str:
+        return "".join(f"{{{order[t]}}}" if f else t.replace("{", "{{").replace("}", "}}")
+                       for t, f in split(text, fields))
+
+    return form(english), form(target)
+
+
+def kernel_hook(assignment_source: Path, language: str, root: Path | None = None) -> str | None:
+    """The code that shows the visible tests' messages of one exercise in ``language`` in the
+    student's own kernel (an IPython exception handler; no import of this package), or None when
+    none is translated. Only the visible tests' templates are in it: the hidden ones never reach a
+    student's notebook."""
+    code = language_code(language)
+    if code is None:
+        return None
+    path = catalogue_path(code, root)
+    if not path.is_file():
+        return None
+    done = {e.msgid: e.msgstr for e in polib.pofile(str(path))
+            if e.msgstr.strip() and not e.obsolete and "fuzzy" not in e.flags}
+    pairs = []
+    for template in visible_templates(assignment_source, ""):
+        if template.prose() and template.english in done and \
+                (pair := _positional(template.english, done[template.english])) not in pairs:
+            pairs.append(pair)
+    if not pairs:
+        return None
+    pairs.sort(key=lambda pair: (not re.search(r"\{\d+\}$", pair[0]),  # as _rules orders them
+                                 len(re.sub(r"\{\d+\}", "", pair[0]))), reverse=True)
+    table = "[\n" + "".join(f"    ({english!r},\n     {target!r}),\n" for english, target in pairs) + "]"
+    return _HOOK.format(header=HOOK_HEADER, table=table)
+
+
+__all__ = ["Template", "catalogue_path", "check", "kernel_hook", "language_code", "notebook_language",
+           "templates", "translate", "translate_output", "update"]
