@@ -56,6 +56,7 @@ DYNAMIC_MODULES = frozenset({"importlib", "ctypes", "gc", "inspect", "pickle", "
 DYNAMIC_ATTRIBUTES = frozenset({"__builtins__", "__subclasses__", "__globals__", "__code__",
                                 "__closure__", "__dict__", "__getattribute__", "modules"})
 FORBIDDEN, DYNAMIC = "forbidden", "needs review"
+REMOVED = "the grader removed it where your code runs; the tests use their own copy"
 TIMING_LINE_MAGIC = re.compile(r"^(\s*)%(?:time|timeit|prun)\b(?:\s+-\S+)*\s*")
 TIMING_CELL_MAGIC = re.compile(r"^\s*%%(?:time|timeit|prun|capture)\b")
 
@@ -186,8 +187,9 @@ def _rule(entry: object, where: str) -> Rule:
 
 
 def removals(rules: Sequence[Rule]) -> list[dict[str, Any]]:
-    """What the sandbox takes out of the student's process for ``rules`` (``protocol.Removal``)."""
-    return [{"message": rule.message(),
+    """What the sandbox takes out of the student's process for ``rules`` (``protocol.Removal``);
+    ``message`` is what ``ForbiddenAPI`` says there (translated like the tests' messages)."""
+    return [{"message": f"{rule.message()} ({REMOVED})",
              "modules": [name for name in rule.remove if "::" not in name],
              "ops": [name for name in rule.remove if "::" in name]}
             for rule in rules if rule.remove]

@@ -167,3 +167,12 @@ def test_shipped_copies_are_disarmed_alone_and_in_a_zip(tmp_path):
         assert archive.read("inner/ok.py") == b"x = 1\n"
     assert forbidden.disarm_library_copies(tmp_path, forbidden.rules("02_einops", course_root=ROOT)) == []
     assert Path(tmp_path / "copy.py").exists()
+
+
+def test_the_sentence_a_zh_tw_student_reads_is_in_zh_tw():
+    from autograder.i18n.messages import translate
+
+    [removal] = forbidden.removals(ADAGRAD)
+    assert removal["message"].endswith(f"({forbidden.REMOVED})")
+    shown = translate(f"AdaGrad.step: raised ForbiddenAPI: {removal['message']} [seed 5]", "zh-TW")
+    assert "不允許" in shown and "is not allowed" not in shown and shown.endswith("[seed 5]"), shown

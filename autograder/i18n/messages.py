@@ -171,6 +171,12 @@ def templates(root: Path | None = None) -> list[Template]:
         for cell in read_source_cells(path):
             if cell.kind == "code" and cell.meta.get("grade"):
                 found += code_templates(cell.source, rel, cell.line, asserts=True)
+    for path in sorted(root.glob(SOURCES_GLOB)):  # what ForbiddenAPI says where a rule removes code
+        from autograder import forbidden
+
+        rel = path.relative_to(root).as_posix()
+        for removal in forbidden.removals(forbidden.rules(path.stem, course_root=root)):
+            found.append(Template(((removal["message"], False),), (rel, 1)))
     if (root / "autograder" / "hidden" / "_base.py").is_file():
         found += [Template(((text, False),), ("autograder/hidden/_base.py", 0)) for text in EXTRA]
     seen: dict[str, Template] = {}

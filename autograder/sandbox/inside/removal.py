@@ -43,9 +43,8 @@ class ForbiddenAPI(RuntimeError):
 
 
 def message(removal: dict[str, Any]) -> str:
-    """What the student reads (``Rule.message`` of the trusted side, plus where they are)."""
-    return (f"{removal['message']} (the grader removed it where your code runs; the tests use "
-            "their own copy)")
+    """What the student reads (written by the trusted side: ``forbidden.removals``)."""
+    return str(removal["message"])
 
 
 def stub_source(module: types.ModuleType, removal: dict[str, Any]) -> str:
