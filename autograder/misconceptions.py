@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,34 +153,6 @@ def human_name(entry: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- the table
 
 
-def build_table(assignments: Iterable[str], *, course_root: Path = Path("."),
-                seeds: Sequence[int] = SEEDS) -> dict[str, Any]:
-    """Grade every wrong catalogue entry in process under ``seeds``; the table as JSON data."""
-    import os
-
-    from autograder import samples
-
-    os.environ.setdefault("AUTOGRADER_ALLOW_CPU", "1")  # the GPU cells' CPU path, as the tests grade
-    table: dict[str, Any] = {"seeds": list(seeds), "assignments": {}}
-    for assignment in assignments:
-        wrong, _ = samples.load_catalogue(assignment, course_root=course_root)
-        rows = []
-        for entry in wrong:
-            runs = [signature_of(samples.grade_in_process(assignment, entry["replace"], seed=seed,
-                                                          course_root=course_root)) for seed in seeds]
-            cells = {}
-            for cell in sorted({c for run in runs for c in run}):
-                seen = [run.get(cell) for run in runs]
-                kinds = sorted({k for f in seen if f is not None for k in f.kinds})
-                values = {f.value for f in seen if f is not None}
-                cells[cell] = {"kinds": kinds,
-                               "value": values.pop() if len(values) == 1 and None not in seen else None,
-                               "always": None not in seen}
-            rows.append({"name": entry["name"], "misconception": human_name(entry), "cells": cells})
-        table["assignments"][assignment] = rows
-    return table
-
-
 def write_table(table: Mapping[str, Any], path: Path) -> Path:
     path.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
@@ -232,30 +203,3 @@ def name_submissions(course: Course, submissions: Iterable[tuple[str, str]], *,
         name = "" if (student, assignment) in full else nearest(observed, table.get(assignment, ()))[0]
         named.append(Named(assignment, student, name, tuple(sorted(observed))))
     return named
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m autograder.misconceptions [--check]``: (re)write the table, or check it is current."""
-    import argparse
-
-    from autograder.source import ASSIGNMENTS
-
-    parser = argparse.ArgumentParser(prog="python -m autograder.misconceptions", description=__doc__.split("\n")[0])
-    parser.add_argument("--course-root", type=Path, default=Path("."))
-    parser.add_argument("--check", action="store_true", help="exit 1 when the committed table is stale")
-    args = parser.parse_args(argv)
-    root = args.course_root
-    assignments = [a for a in ASSIGNMENTS if (root / "tests" / "catalogue" / f"{a}.py").is_file()]
-    table = build_table(assignments, course_root=root)
-    path = root / TABLE
-    if args.check:
-        current = path.is_file() and json.loads(path.read_text(encoding="utf-8")) == table
-        print(f"{path}: {'current' if current else 'stale: run make misconceptions'}")
-        return 0 if current else 1
-    write_table(table, path)
-    print(f"{path}: {sum(len(rows) for rows in table['assignments'].values())} wrong implementations")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

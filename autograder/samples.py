@@ -5,7 +5,10 @@
   from the translated release, the reference code's docstrings and comments translated as there.
 - ``student_notebook(a, replace)``: the same with extra code appended to the solution cell that defines
   each replaced function or class (so it overrides the reference definition).
-- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path).
+- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path);
+  each wrong entry names its ``misconception`` (what ``autograder report`` calls it).
+- ``grade_in_process(a, replace, seed=...)``: the whole source run as a kernel would, without nbgrader:
+  each grade cell's error or None (the signature table of ``autograder.misconceptions``).
 - ``write_submission`` / ``write_catalogue_submissions``: put notebooks into nbgrader's
   ``submitted/<student>/<assignment>/<assignment>.ipynb`` layout.
 
@@ -115,7 +118,7 @@ def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[l
     if not isinstance(wrong, list) or not isinstance(correct, list):
         raise SampleError(f"{path}: must define lists WRONG and CORRECT")
     seen: set[str] = set()
-    for kind, entries, keys in (("WRONG", wrong, ("name", "why", "replace", "breaks")),
+    for kind, entries, keys in (("WRONG", wrong, ("name", "misconception", "why", "replace", "breaks")),
                                 ("CORRECT", correct, ("name", "replace"))):
         for number, entry in enumerate(entries):
             where = f"{path}: {kind}[{number}]"
@@ -129,6 +132,10 @@ def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[l
             seen.add(entry["name"])
             if not isinstance(entry["replace"], dict) or not entry["replace"]:
                 raise SampleError(f"{where}: replace must be a non-empty dict name -> code")
+            if kind == "WRONG" and (not isinstance(entry["misconception"], str)
+                                    or not entry["misconception"].strip()):
+                raise SampleError(f"{where}: misconception must be a non-empty text (its name in the "
+                                  "report)")
             if kind == "WRONG" and (not isinstance(entry["breaks"], list) or not entry["breaks"]):
                 raise SampleError(f"{where}: breaks must be a non-empty list of grade ids")
     return wrong, correct
