@@ -246,8 +246,12 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
         parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}</td></tr>"
                   for a, c, r, n in rates]
         parts.append("</table>")
-    if named:
+    if named is not None:
         parts += _misconception_tables(grades, named)
+    elif grades.score:
+        parts.append(f"<h2 id='misconceptions'>Misconceptions</h2><p>None named: this course has no "
+                     f"signature table (<code>{esc(str(misconceptions.TABLE))}</code>, written by "
+                     "<code>python -m autograder.misconception_table</code> from its catalogue).</p>")
     parts.append("<h2>Needs review: forbidden APIs and dynamic access</h2>")
     if grades.review:
         parts.append("<p>What the static review found in the students' own cells before they ran "
@@ -275,7 +279,9 @@ def report(*, course_root: Path = Path("."), db_url: str | None = None,
             "%s/%s scores %g, above the maximum %g (extra credit in the gradebook?)",
             assignment, student, score, top)
     csv_path = write_csv(grades, out / "grades.csv")
-    named = misconceptions.name_submissions(course, grades.score, passed=passed(grades))
+    table = misconceptions.load_table(course.root)
+    named = misconceptions.name_submissions(course, grades.score, passed=passed(grades), table=table)
     write_misconceptions_csv(named, out / "misconceptions.csv")
-    html_path = write_html(grades, out / "report.html", csv_name=csv_path.name, named=named)
+    html_path = write_html(grades, out / "report.html", csv_name=csv_path.name,
+                           named=named if table else None)
     return csv_path, html_path
