@@ -127,3 +127,10 @@ tamper-golden: $(STAMP)
 .PHONY: parity-golden
 parity-golden: $(STAMP)
 	cd tests && PYTHONPATH=. ../$(BIN)/python -m parity.regenerate $(SCENARIOS)
+
+## The misconceptions' signature table (tests/catalogue/misconceptions.json): every wrong catalogue
+## entry graded in process under three seeds (about 30 s); tests/test_misconceptions.py checks it is
+## current. Run it after editing a catalogue, a grade cell or a hidden check's message.
+.PHONY: misconceptions
+misconceptions: $(STAMP)
+	$(BIN)/python -m autograder.misconception_table

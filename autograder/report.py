@@ -4,8 +4,11 @@ CSV columns: ``student``, then for each assignment ``<assignment>`` (its score) 
 ``<assignment>/<grade_id>`` column per grade cell, and ``total``. A blank cell means "no submission".
 The HTML report embeds its figures as base64 PNG (matplotlib, Agg): the score distribution of each
 exercise, the grade cells most often failed, and a table of submissions whose grading hit a limit
-(timeout, memory, crash) as recorded by ``autograder grade``. Submissions scored above their maximum
-(extra credit, or a gradebook someone edited) are listed in their own warning table and logged.
+(timeout, memory, crash) as recorded by ``autograder grade``, and per exercise how many failing
+submissions look like each named misconception of the catalogue (``autograder.misconceptions``;
+per submission in ``misconceptions.csv``: ``assignment,student,misconception``, empty when none).
+Submissions scored above their maximum (extra credit, or a gradebook someone edited) are listed in
+their own warning table and logged.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from __future__ import annotations
 import csv
 import html
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder import misconceptions
 from autograder.course import Course, load_course
 from autograder.figures import png, score_distribution
 from autograder.grading import read_run_record
@@ -161,7 +166,49 @@ def _student_table(rows: list[tuple[str, str, str]], what: str, none: str) -> li
             "</table>"]
 
 
-def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
+def passed(grades: Grades) -> set[tuple[str, str]]:
+    """(student, assignment) of the submissions that lost no points."""
+    return {key for key, v in grades.score.items() if v >= grades.max_assignment[key[1]] - 1e-9}
+
+
+def write_misconceptions_csv(named: list[misconceptions.Named], path: Path) -> Path:
+    """``assignment,student,misconception``: one row per graded submission (empty: none named)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["assignment", "student", "misconception"])
+        writer.writerows([n.assignment, n.student, n.misconception]
+                         for n in sorted(named, key=lambda n: (n.assignment, n.student)))
+    return path
+
+
+def _misconception_tables(grades: Grades, named: list[misconceptions.Named]) -> list[str]:
+    """Per exercise: misconception -> how many students, then its grade cells' failure rates."""
+    esc = html.escape
+    parts = ["<h2 id='misconceptions'>Misconceptions</h2><p>Each failing submission's grade-cell "
+             "errors compared with those of the catalogue's wrong implementations "
+             "(<code>tests/catalogue/misconceptions.json</code>): the nearest one's name, or none "
+             f"below a similarity of {misconceptions.MIN_SIMILARITY:g}. A hint of what to teach "
+             "again, not a verdict. Per student: <code>misconceptions.csv</code>.</p>"]
+    rates = {(a, c): (r, n) for a, c, r, n in _failure_rates(grades)}
+    full = passed(grades)
+    for assignment in grades.assignments:
+        mine = [n for n in named if n.assignment == assignment]
+        failing = [n for n in mine if (n.student, assignment) not in full]
+        if not failing:
+            continue
+        counts = Counter(n.misconception or "(none named)" for n in failing)
+        parts.append(f"<h3>{esc(assignment)}</h3><table><tr><th>misconception</th><th>students</th></tr>")
+        parts += [f"<tr><td>{esc(m)}</td><td>{c}</td></tr>"
+                  for m, c in sorted(counts.items(), key=lambda mc: (-mc[1], mc[0]))]
+        parts.append("</table><table><tr><th>grade cell</th><th>lost points</th></tr>")
+        parts += [f"<tr><td>{esc(c)}</td><td>{rates[(assignment, c)][0]:.0%}</td></tr>"
+                  for c in grades.cells[assignment] if (assignment, c) in rates]
+        parts.append("</table>")
+    return parts
+
+
+def write_html(grades: Grades, path: Path, *, csv_name: str,
+               named: list[misconceptions.Named] | None = None) -> Path:
     esc = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grades report</title>",
              "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}"
@@ -199,6 +246,12 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
         parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}</td></tr>"
                   for a, c, r, n in rates]
         parts.append("</table>")
+    if named is not None:
+        parts += _misconception_tables(grades, named)
+    elif grades.score:
+        parts.append(f"<h2 id='misconceptions'>Misconceptions</h2><p>None named: this course has no "
+                     f"signature table (<code>{esc(str(misconceptions.TABLE))}</code>, written by "
+                     "<code>python -m autograder.misconception_table</code> from its catalogue).</p>")
     parts.append("<h2>Needs review: forbidden APIs and dynamic access</h2>")
     if grades.review:
         parts.append("<p>What the static review found in the students' own cells before they ran "
@@ -215,7 +268,8 @@ def write_html(grades: Grades, path: Path, *, csv_name: str) -> Path:
 
 def report(*, course_root: Path = Path("."), db_url: str | None = None,
            output_dir: Path | None = None) -> tuple[Path, Path]:
-    """Write ``grades.csv`` and ``report.html`` into ``output_dir`` (default ``<course>/reports``)."""
+    """Write ``grades.csv``, ``misconceptions.csv`` and ``report.html`` into ``output_dir`` (default
+    ``<course>/reports``)."""
     course = load_course(course_root, db_url=db_url)
     out = Path(output_dir) if output_dir is not None else course.root / "reports"
     out.mkdir(parents=True, exist_ok=True)
@@ -225,5 +279,9 @@ def report(*, course_root: Path = Path("."), db_url: str | None = None,
             "%s/%s scores %g, above the maximum %g (extra credit in the gradebook?)",
             assignment, student, score, top)
     csv_path = write_csv(grades, out / "grades.csv")
-    html_path = write_html(grades, out / "report.html", csv_name=csv_path.name)
+    table = misconceptions.load_table(course.root)
+    named = misconceptions.name_submissions(course, grades.score, passed=passed(grades), table=table)
+    write_misconceptions_csv(named, out / "misconceptions.csv")
+    html_path = write_html(grades, out / "report.html", csv_name=csv_path.name,
+                           named=named if table else None)
     return csv_path, html_path

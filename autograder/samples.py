@@ -5,7 +5,10 @@
   from the translated release, the reference code's docstrings and comments translated as there.
 - ``student_notebook(a, replace)``: the same with extra code appended to the solution cell that defines
   each replaced function or class (so it overrides the reference definition).
-- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path).
+- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path);
+  each wrong entry names its ``misconception`` (what ``autograder report`` calls it).
+- ``grade_in_process(a, replace, seed=...)``: the whole source run as a kernel would, without nbgrader:
+  each grade cell's error or None (the signature table of ``autograder.misconceptions``).
 - ``write_submission`` / ``write_catalogue_submissions``: put notebooks into nbgrader's
   ``submitted/<student>/<assignment>/<assignment>.ipynb`` layout.
 
@@ -115,7 +118,7 @@ def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[l
     if not isinstance(wrong, list) or not isinstance(correct, list):
         raise SampleError(f"{path}: must define lists WRONG and CORRECT")
     seen: set[str] = set()
-    for kind, entries, keys in (("WRONG", wrong, ("name", "why", "replace", "breaks")),
+    for kind, entries, keys in (("WRONG", wrong, ("name", "misconception", "why", "replace", "breaks")),
                                 ("CORRECT", correct, ("name", "replace"))):
         for number, entry in enumerate(entries):
             where = f"{path}: {kind}[{number}]"
@@ -129,6 +132,10 @@ def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[l
             seen.add(entry["name"])
             if not isinstance(entry["replace"], dict) or not entry["replace"]:
                 raise SampleError(f"{where}: replace must be a non-empty dict name -> code")
+            if kind == "WRONG" and (not isinstance(entry["misconception"], str)
+                                    or not entry["misconception"].strip()):
+                raise SampleError(f"{where}: misconception must be a non-empty text (its name in the "
+                                  "report)")
             if kind == "WRONG" and (not isinstance(entry["breaks"], list) or not entry["breaks"]):
                 raise SampleError(f"{where}: breaks must be a non-empty list of grade ids")
     return wrong, correct
@@ -221,3 +228,52 @@ def run_hidden_region(assignment: str, grade_id: str, namespace: dict[str, Any],
         raise SampleError(f"{assignment}: grade cell {grade_id!r} has no hidden-test region "
                           f"(cells with one: {sorted(regions)})")
     exec(compile(regions[grade_id], f"<{assignment}:{grade_id} hidden>", "exec"), namespace)
+
+
+def grade_in_process(assignment: str, replace: dict[str, str] | None = None, *, seed: int,
+                     course_root: Path = Path(".")) -> dict[str, tuple[str, str] | None]:
+    """Run the whole source (hidden tests included, markers removed) top to bottom in one namespace,
+    as a kernel would, with ``replace`` appended to the defining cells and ``AUTOGRADER_SEED=seed``:
+    grade id -> ``(ename, evalue)`` of the error its grade cell raised, or None when it passed.
+    A non-grade cell that raises is passed over (nbgrader grades on: the grade cells then fail).
+    What the cells print is discarded. Trusted code only (the catalogue): nothing is sandboxed."""
+    import contextlib
+    import io
+    import os
+
+    from autograder.source import marker
+
+    _check_assignment(assignment)
+    nb = source_notebook(assignment, course_root=course_root)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    for cell in cells:
+        cell.source = "\n".join(line for line in cell.source.split("\n") if marker(line) is None)
+    solutions = nbformat.v4.new_notebook(cells=[c for c in cells if not c.metadata["nbgrader"].get("grade")])
+    for name, code in (replace or {}).items():
+        target = _defining_cell(solutions, name)
+        if target is None:
+            raise SampleError(f"{assignment}: no solution cell defines {name!r}")
+        target.source = target.source.rstrip("\n") + "\n\n\n" + code.strip("\n") + "\n"
+    namespace: dict[str, Any] = {"__name__": f"{assignment}_solution"}
+    results: dict[str, tuple[str, str] | None] = {}
+    before = os.environ.get("AUTOGRADER_SEED")
+    os.environ["AUTOGRADER_SEED"] = str(seed)
+    try:
+        for cell in cells:
+            meta = cell.metadata["nbgrader"]
+            compiled = compile(cell.source, f"<{assignment}:{meta['grade_id']}>", "exec")
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    exec(compiled, namespace)
+            except Exception as error:  # noqa: BLE001 - recorded as the cell's verdict
+                if meta.get("grade"):
+                    results[meta["grade_id"]] = (type(error).__name__, str(error))
+                continue
+            if meta.get("grade"):
+                results[meta["grade_id"]] = None
+    finally:
+        if before is None:
+            os.environ.pop("AUTOGRADER_SEED", None)
+        else:
+            os.environ["AUTOGRADER_SEED"] = before
+    return results

@@ -125,12 +125,15 @@ def catalogue_text(exercise: manifest.Exercise) -> str:
     return f'''"""Catalogue for {exercise.name}: realistic wrong implementations (each one mistake) and correct variants.
 
 Loaded by file path (autograder.samples.load_catalogue). ``replace`` code is appended to the solution
-cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those).
+cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those);
+``misconception`` is the mistake's name in ``autograder report`` (tests/catalogue/misconceptions.json,
+``python -m autograder.misconceptions``).
 """
 
 WRONG = [
     {{
         "name": "sums_the_sizes",
+        "misconception": "sizes added, not multiplied",
         "why": "adds the dimensions instead of multiplying them",
         "replace": {{"numel": """
 def numel(shape):

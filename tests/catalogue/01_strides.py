@@ -7,6 +7,7 @@ cell that defines the name; ``breaks`` lists the grade cells that must lose poin
 WRONG = [
     {
         "name": "column_major",
+        "misconception": "strides in column-major (Fortran) order",
         "why": "strides built from the first dimension (Fortran order)",
         "replace": {"contiguous_strides": '''
 def contiguous_strides(shape):
@@ -20,6 +21,7 @@ def contiguous_strides(shape):
     },
     {
         "name": "zero_size_dims_zero_strides",
+        "misconception": "a zero-size dimension zeroes the strides before it",
         "why": "multiplies by a zero size, so every dimension before it gets stride 0",
         "replace": {"contiguous_strides": '''
 def contiguous_strides(shape):
@@ -33,6 +35,7 @@ def contiguous_strides(shape):
     },
     {
         "name": "flat_index_ignores_offset",
+        "misconception": "storage offset forgotten",
         "why": "forgets the storage offset",
         "replace": {"flat_index": '''
 def flat_index(index, stride, offset=0):
@@ -42,6 +45,7 @@ def flat_index(index, stride, offset=0):
     },
     {
         "name": "flat_index_strides_reversed",
+        "misconception": "indices paired with the strides in reverse",
         "why": "pairs the first index with the last stride",
         "replace": {"flat_index": '''
 def flat_index(index, stride, offset=0):
@@ -51,6 +55,7 @@ def flat_index(index, stride, offset=0):
     },
     {
         "name": "transpose_swaps_shape_only",
+        "misconception": "transpose swaps the sizes but not the strides",
         "why": "swaps the sizes but leaves the strides, i.e. a reshape, not a transpose",
         "replace": {"transpose_metadata": '''
 def transpose_metadata(shape, stride, dim0, dim1):
@@ -62,6 +67,7 @@ def transpose_metadata(shape, stride, dim0, dim1):
     },
     {
         "name": "select_negative_index_not_wrapped",
+        "misconception": "negative index not wrapped",
         "why": "uses a negative index directly, moving the offset backwards",
         "replace": {"select_metadata": '''
 def select_metadata(shape, stride, offset, dim, index):
@@ -73,6 +79,7 @@ def select_metadata(shape, stride, offset, dim, index):
     },
     {
         "name": "select_keeps_dimension",
+        "misconception": "select keeps the selected dimension",
         "why": "keeps the selected dimension with size 1 (what x[:, i:i+1] gives, not x[:, i])",
         "replace": {"select_metadata": '''
 def select_metadata(shape, stride, offset, dim, index):
@@ -86,6 +93,7 @@ def select_metadata(shape, stride, offset, dim, index):
     },
     {
         "name": "contiguous_compares_size_one_strides",
+        "misconception": "size-1 dimensions' strides compared",
         "why": "compares every stride with the contiguous strides, including size-1 dimensions",
         "replace": {"is_contiguous": '''
 def is_contiguous(shape, stride):
@@ -99,6 +107,7 @@ def is_contiguous(shape, stride):
     },
     {
         "name": "contiguous_only_checks_order",
+        "misconception": "decreasing strides taken for contiguous",
         "why": "accepts any decreasing strides, so padded rows count as contiguous",
         "replace": {"is_contiguous": '''
 def is_contiguous(shape, stride):
@@ -109,6 +118,7 @@ def is_contiguous(shape, stride):
     },
     {
         "name": "contiguous_ignores_empty",
+        "misconception": "an empty tensor not taken as contiguous",
         "why": "forgets that a tensor with no elements is always contiguous",
         "replace": {"is_contiguous": '''
 def is_contiguous(shape, stride):
@@ -123,6 +133,7 @@ def is_contiguous(shape, stride):
     },
     {
         "name": "gather_view_uses_as_strided",
+        "misconception": "as_strided used instead of index arithmetic",
         "why": "calls as_strided, which the exercise asks to replace by index arithmetic",
         "replace": {"gather_view": '''
 def gather_view(storage, shape, stride, offset=0):
@@ -132,6 +143,7 @@ def gather_view(storage, shape, stride, offset=0):
     },
     {
         "name": "gather_view_row_major_positions",
+        "misconception": "strides ignored, storage read row by row",
         "why": "ignores the given strides and reads the storage row by row from the offset",
         "replace": {"gather_view": '''
 import math

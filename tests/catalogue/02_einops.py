@@ -8,6 +8,7 @@ Float, TypeCheckError, jaxtyped, Tensor); ``breaks`` lists the grade cells that 
 WRONG = [
     {
         "name": "heads_inner_factor",
+        "misconception": "heads split as the inner factor",
         "why": "splits the last dimension as (d_head heads), so head h takes every heads-th feature",
         "replace": {"split_heads": '''
 @jaxtyped(typechecker=beartype)
@@ -18,6 +19,7 @@ def split_heads(x: Float[Tensor, "batch seq model"], num_heads: int) -> Float[Te
     },
     {
         "name": "split_heads_reshape_without_transpose",
+        "misconception": "reshape without the transpose",
         "why": "reshapes straight to (batch, heads, seq, d_head), mixing tokens into heads",
         "replace": {"split_heads": '''
 @jaxtyped(typechecker=beartype)
@@ -29,6 +31,7 @@ def split_heads(x: Float[Tensor, "batch seq model"], num_heads: int) -> Float[Te
     },
     {
         "name": "merge_heads_inner_factor",
+        "misconception": "heads merged as the inner factor",
         "why": "merges as (d_head heads), interleaving the heads' features",
         "replace": {"merge_heads": '''
 @jaxtyped(typechecker=beartype)
@@ -39,6 +42,7 @@ def merge_heads(x: Float[Tensor, "batch heads seq d_head"]) -> Float[Tensor, "ba
     },
     {
         "name": "missing_sqrt_d",
+        "misconception": "1/sqrt(d) scaling forgotten",
         "why": "forgets the 1/sqrt(d) scaling",
         "replace": {"attention_scores": '''
 @jaxtyped(typechecker=beartype)
@@ -49,6 +53,7 @@ def attention_scores(q: Float[Tensor, "*batch seq_q d"], k: Float[Tensor, "*batc
     },
     {
         "name": "scaled_by_d_not_sqrt_d",
+        "misconception": "scaled by 1/d instead of 1/sqrt(d)",
         "why": "divides by d instead of sqrt(d)",
         "replace": {"attention_scores": '''
 @jaxtyped(typechecker=beartype)
@@ -59,6 +64,7 @@ def attention_scores(q: Float[Tensor, "*batch seq_q d"], k: Float[Tensor, "*batc
     },
     {
         "name": "scores_already_softmaxed",
+        "misconception": "softmax applied to the scores",
         "why": "applies the softmax, which belongs to the next step",
         "replace": {"attention_scores": '''
 @jaxtyped(typechecker=beartype)
@@ -70,6 +76,7 @@ def attention_scores(q: Float[Tensor, "*batch seq_q d"], k: Float[Tensor, "*batc
     },
     {
         "name": "typecheck_decorator_removed",
+        "misconception": "shape checks removed (@jaxtyped dropped)",
         "why": "drops @jaxtyped, so q and k with broadcastable but different leading dims are silently broadcast",
         "replace": {"attention_scores": '''
 def attention_scores(q, k):
@@ -79,6 +86,7 @@ def attention_scores(q, k):
     },
     {
         "name": "attention_scores_without_leading_dims",
+        "misconception": "einsum for 2-D inputs only",
         "why": "writes the einsum for 2-D q and k only, so batched (or batch-and-heads) inputs fail",
         "replace": {"attention_scores": '''
 @jaxtyped(typechecker=beartype)
@@ -89,6 +97,7 @@ def attention_scores(q: Float[Tensor, "*batch seq_q d"], k: Float[Tensor, "*batc
     },
     {
         "name": "per_head_linear_only_2d",
+        "misconception": "exactly one batch dimension assumed",
         "why": "hard-codes one batch dimension, so inputs with none or several leading dimensions fail",
         "replace": {"per_head_linear": '''
 @jaxtyped(typechecker=beartype)
@@ -101,6 +110,7 @@ def per_head_linear(x: Float[Tensor, "*batch model_in"], w: Float[Tensor, "d_in 
     },
     {
         "name": "per_head_linear_heads_inner",
+        "misconception": "features split as (d_in heads)",
         "why": "splits the features as (d_in heads) before applying w",
         "replace": {"per_head_linear": '''
 @jaxtyped(typechecker=beartype)
@@ -113,6 +123,7 @@ def per_head_linear(x: Float[Tensor, "*batch model_in"], w: Float[Tensor, "d_in 
     },
     {
         "name": "per_head_linear_outputs_interleaved",
+        "misconception": "outputs merged as (d_out heads)",
         "why": "puts the outputs back as (d_out heads)",
         "replace": {"per_head_linear": '''
 @jaxtyped(typechecker=beartype)
@@ -125,6 +136,7 @@ def per_head_linear(x: Float[Tensor, "*batch model_in"], w: Float[Tensor, "d_in 
     },
     {
         "name": "patch_channel_first",
+        "misconception": "patch flattened channel first",
         "why": "flattens each patch in (c ph pw) order",
         "replace": {"patchify": '''
 @jaxtyped(typechecker=beartype)
@@ -135,6 +147,7 @@ def patchify(images: Float[Tensor, "batch channels height width"], patch_size: i
     },
     {
         "name": "patch_grid_column_major",
+        "misconception": "patches numbered column by column",
         "why": "numbers the patches column by column, (w h)",
         "replace": {"patchify": '''
 @jaxtyped(typechecker=beartype)

@@ -7,6 +7,7 @@ cell that defines the name; ``breaks`` lists the grade cells that must lose poin
 WRONG = [
     {
         "name": "matmul_no_factor_two",
+        "misconception": "multiply-accumulates counted, not FLOPs",
         "why": "counts multiply-accumulates, not FLOPs",
         "replace": {"matmul_flops": '''
 def matmul_flops(m, k, n):
@@ -16,6 +17,7 @@ def matmul_flops(m, k, n):
     },
     {
         "name": "matmul_float_arithmetic",
+        "misconception": "FLOPs computed in floating point",
         "why": "computes in floating point (e.g. via 2e0 or numpy) and rounds: wrong above 2**53",
         "replace": {"matmul_flops": '''
 def matmul_flops(m, k, n):
@@ -25,6 +27,7 @@ def matmul_flops(m, k, n):
     },
     {
         "name": "forward_misses_last_layer",
+        "misconception": "last layer missed (off by one)",
         "why": "off-by-one loop over the layers",
         "replace": {"forward_flops": '''
 def forward_flops(batch, dims):
@@ -37,6 +40,7 @@ def forward_flops(batch, dims):
     },
     {
         "name": "forward_square_layers",
+        "misconception": "every layer assumed square",
         "why": "assumes every layer is dims[i] x dims[i]",
         "replace": {"forward_flops": '''
 def forward_flops(batch, dims):
@@ -46,6 +50,7 @@ def forward_flops(batch, dims):
     },
     {
         "name": "backward_counts_first_input_grad",
+        "misconception": "first layer's input gradient counted",
         "why": "counts the input gradient of the first layer although x needs none",
         "replace": {"backward_flops": '''
 def backward_flops(batch, dims, input_requires_grad=False):
@@ -55,6 +60,7 @@ def backward_flops(batch, dims, input_requires_grad=False):
     },
     {
         "name": "backward_same_as_forward",
+        "misconception": "one gradient matmul per layer",
         "why": "counts one gradient matmul per layer",
         "replace": {"backward_flops": '''
 def backward_flops(batch, dims, input_requires_grad=False):
@@ -64,6 +70,7 @@ def backward_flops(batch, dims, input_requires_grad=False):
     },
     {
         "name": "backward_ignores_input_flag",
+        "misconception": "input gradient never counted",
         "why": "never counts the first layer's input gradient, even when x requires grad",
         "replace": {"backward_flops": '''
 def backward_flops(batch, dims, input_requires_grad=False):
@@ -74,6 +81,7 @@ def backward_flops(batch, dims, input_requires_grad=False):
     },
     {
         "name": "training_2nd",
+        "misconception": "2ND instead of 6ND",
         "why": "uses the forward-only 2ND instead of 6ND",
         "replace": {"training_flops": '''
 def training_flops(num_tokens, num_params):
@@ -83,6 +91,7 @@ def training_flops(num_tokens, num_params):
     },
     {
         "name": "mfu_as_percent",
+        "misconception": "MFU as a percentage",
         "why": "returns a percentage instead of a fraction",
         "replace": {"mfu": '''
 def mfu(flops, seconds, peak_flop_per_sec):
@@ -92,6 +101,7 @@ def mfu(flops, seconds, peak_flop_per_sec):
     },
     {
         "name": "days_in_hours",
+        "misconception": "hours instead of days",
         "why": "divides by 3600 (hours) instead of 86400 seconds per day",
         "replace": {"training_days": '''
 def training_days(num_tokens, num_params, num_gpus, peak_flop_per_sec, mfu):
@@ -101,6 +111,7 @@ def training_days(num_tokens, num_params, num_gpus, peak_flop_per_sec, mfu):
     },
     {
         "name": "days_ignore_mfu",
+        "misconception": "accelerators assumed at peak",
         "why": "assumes the accelerators run at peak",
         "replace": {"training_days": '''
 def training_days(num_tokens, num_params, num_gpus, peak_flop_per_sec, mfu):

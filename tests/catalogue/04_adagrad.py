@@ -12,6 +12,7 @@ _ADAGRAD_TRAJECTORY_CELLS = ["test_AdaGrad_step", "test_AdaGrad_param_groups", "
 WRONG = [
     {
         "name": "eps_inside_sqrt",
+        "misconception": "eps inside the square root",
         "why": "divides by sqrt(G + eps) instead of sqrt(G) + eps",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -39,6 +40,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "sum_not_accumulated",
+        "misconception": "squared gradients not accumulated",
         "why": "stores only the latest squared gradient, G = g^2, instead of adding to G",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -63,6 +65,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "state_outside_self_state",
+        "misconception": "state kept outside self.state",
         "why": "keeps G in a private dict, so state_dict() saves nothing and a resumed run restarts G",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -90,6 +93,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "one_lr_for_all_groups",
+        "misconception": "param groups' own lr ignored",
         "why": "uses self.defaults['lr'] and ['eps'], ignoring each param group's own values",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -118,6 +122,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "update_before_accumulating",
+        "misconception": "update before accumulating",
         "why": "divides by the old G (0 on the first step) and only then adds g^2",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -145,6 +150,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "none_grad_not_skipped",
+        "misconception": "parameters without a gradient not skipped",
         "why": "assumes every parameter has a gradient and crashes on p.grad None",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -170,6 +176,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "one_accumulator_per_tensor",
+        "misconception": "one accumulator per tensor",
         "why": "accumulates the sum of all squared gradient entries, one scalar G per tensor",
         "replace": {"AdaGrad": '''
 class AdaGrad(torch.optim.Optimizer):
@@ -195,6 +202,7 @@ class AdaGrad(torch.optim.Optimizer):
     },
     {
         "name": "adam_state_counted_once",
+        "misconception": "Adam's second moment forgotten",
         "why": "counts one state value per parameter for Adam, forgetting the second moment",
         "replace": {"optimizer_state_numel": '''
 def optimizer_state_numel(num_params, optimizer):
@@ -206,6 +214,7 @@ def optimizer_state_numel(num_params, optimizer):
     },
     {
         "name": "memory_without_head",
+        "misconception": "the head's parameters forgotten",
         "why": "counts only the square layers' parameters, forgetting the d x 1 head",
         "replace": {"training_memory_bytes": '''
 def training_memory_bytes(d, num_layers, batch, optimizer="adagrad", bytes_per_value=4):
@@ -217,6 +226,7 @@ def training_memory_bytes(d, num_layers, batch, optimizer="adagrad", bytes_per_v
     },
     {
         "name": "memory_without_gradients",
+        "misconception": "gradients' memory forgotten",
         "why": "forgets that every parameter also has a gradient",
         "replace": {"training_memory_bytes": '''
 def training_memory_bytes(d, num_layers, batch, optimizer="adagrad", bytes_per_value=4):

@@ -8,6 +8,7 @@ Graded with AUTOGRADER_ALLOW_CPU=1, so ``test_get_batch_gpu`` runs its CPU path.
 WRONG = [
     {
         "name": "start_range_misses_last",
+        "misconception": "last window never drawn",
         "why": "draws starts from [0, len - context_length - 2]: the last window is never used",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -20,6 +21,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "start_range_runs_past_end",
+        "misconception": "window runs past the end",
         "why": "draws starts up to len - context_length, so the last window is one token short",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -32,6 +34,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "y_not_shifted",
+        "misconception": "targets not shifted by one",
         "why": "returns the same window as input and target",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -44,6 +47,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "int32_tokens",
+        "misconception": "int32 tokens",
         "why": "returns int32 tensors (embedding and cross_entropy want int64)",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -56,6 +60,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "numpy_rng",
+        "misconception": "numpy's random generator, not torch's",
         "why": "draws starts with np.random, so torch.manual_seed does not reproduce a batch",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -68,6 +73,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "reads_whole_dataset",
+        "misconception": "whole dataset read into memory",
         "why": "converts the whole dataset to an int64 tensor before slicing (40 GB of tokens -> 160 GB)",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -81,6 +87,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "silent_cpu_fallback",
+        "misconception": "silent fallback to the CPU",
         "why": "quietly uses the CPU when the requested CUDA device is not there",
         "replace": {"get_batch": '''
 def get_batch(dataset, batch_size, context_length, device):
@@ -97,6 +104,7 @@ def get_batch(dataset, batch_size, context_length, device):
     },
     {
         "name": "load_tokens_writable",
+        "misconception": "token file opened writable",
         "why": "opens the memmap with mode 'r+', so a bug can overwrite the token file",
         "replace": {"load_tokens": '''
 def load_tokens(path, dtype=np.uint16):
@@ -106,6 +114,7 @@ def load_tokens(path, dtype=np.uint16):
     },
     {
         "name": "load_tokens_reads_file",
+        "misconception": "token file read instead of mapped",
         "why": "np.fromfile reads the whole file into memory instead of mapping it",
         "replace": {"load_tokens": '''
 def load_tokens(path, dtype=np.uint16):

@@ -11,6 +11,7 @@ _SCALER_CELLS = ["test_train_step_mixed_scaler", "test_train_step_mixed_gpu"]
 WRONG = [
     {
         "name": "bias_off_by_one",
+        "misconception": "exponent bias off by one",
         "why": "uses 2**(e-1) as the exponent bias instead of 2**(e-1) - 1",
         "replace": {"float_format": '''
 def float_format(exponent_bits, mantissa_bits, *, ieee=True):
@@ -24,6 +25,7 @@ def float_format(exponent_bits, mantissa_bits, *, ieee=True):
     },
     {
         "name": "inf_exponent_not_reserved",
+        "misconception": "all-ones exponent not reserved for inf/NaN",
         "why": "lets IEEE finite numbers use the all-ones exponent, which is reserved for inf and NaN",
         "replace": {"float_format": '''
 def float_format(exponent_bits, mantissa_bits, *, ieee=True):
@@ -37,6 +39,7 @@ def float_format(exponent_bits, mantissa_bits, *, ieee=True):
     },
     {
         "name": "fn_max_uses_nan_pattern",
+        "misconception": "fn format's max uses the NaN pattern",
         "why": "in the fn convention takes the all-ones mantissa too (480 for e4m3), but that pattern is NaN",
         "replace": {"float_format": '''
 def float_format(exponent_bits, mantissa_bits, *, ieee=True):
@@ -49,6 +52,7 @@ def float_format(exponent_bits, mantissa_bits, *, ieee=True):
     },
     {
         "name": "no_subnormals",
+        "misconception": "subnormals forgotten",
         "why": "forgets subnormals: reports the smallest normal as the smallest positive value",
         "replace": {"float_format": '''
 def float_format(exponent_bits, mantissa_bits, *, ieee=True):
@@ -62,6 +66,7 @@ def float_format(exponent_bits, mantissa_bits, *, ieee=True):
     },
     {
         "name": "eps_is_unit_roundoff",
+        "misconception": "eps taken as the unit roundoff",
         "why": "gives half the gap above 1 (the rounding error bound 2**-(m+1)) as eps",
         "replace": {"float_format": '''
 def float_format(exponent_bits, mantissa_bits, *, ieee=True):
@@ -75,6 +80,7 @@ def float_format(exponent_bits, mantissa_bits, *, ieee=True):
     },
     {
         "name": "bytes_from_finfo_bits",
+        "misconception": "bytes from finfo(dtype).bits",
         "why": "divides torch.finfo(dtype).bits by 8: a float, and no answer for integer or bool dtypes",
         "replace": {"bytes_for": '''
 def bytes_for(num_values, dtype):
@@ -84,6 +90,7 @@ def bytes_for(num_values, dtype):
     },
     {
         "name": "scaler_for_bfloat16",
+        "misconception": "a GradScaler for bfloat16",
         "why": "returns a GradScaler for bfloat16 too (it has float32's range and needs none)",
         "replace": {"make_grad_scaler": '''
 def make_grad_scaler(device_type, autocast_dtype):
@@ -93,6 +100,7 @@ def make_grad_scaler(device_type, autocast_dtype):
     },
     {
         "name": "scaler_hardcoded_cuda",
+        "misconception": "GradScaler hard-coded to CUDA",
         "why": "always builds a CUDA GradScaler, which disables itself on any other device",
         "replace": {"make_grad_scaler": '''
 def make_grad_scaler(device_type, autocast_dtype):
@@ -107,6 +115,7 @@ def make_grad_scaler(device_type, autocast_dtype):
     },
     {
         "name": "no_autocast",
+        "misconception": "no autocast",
         "why": "runs the forward pass in float32: autocast_dtype is ignored",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
@@ -125,6 +134,7 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
     },
     {
         "name": "model_half",
+        "misconception": "model cast to low precision (no float32 master weights)",
         "why": "casts the model itself to the low-precision dtype, losing the float32 master weights",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
@@ -144,6 +154,7 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
     },
     {
         "name": "autocast_device_hardcoded_cuda",
+        "misconception": "autocast hard-coded to CUDA",
         "why": "writes torch.autocast('cuda', ...), which does nothing for tensors on another device",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
@@ -166,6 +177,7 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
     },
     {
         "name": "scaler_never_updates",
+        "misconception": "scaler.update() never called",
         "why": "scales and steps but never calls scaler.update(), so the scale never adapts",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
@@ -184,6 +196,7 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
     },
     {
         "name": "optimizer_step_bypasses_scaler",
+        "misconception": "optimizer.step() bypasses the scaler",
         "why": "calls optimizer.step() on the scaled gradients instead of scaler.step(optimizer)",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
@@ -201,6 +214,7 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
     },
     {
         "name": "gradients_not_cleared",
+        "misconception": "gradients never cleared",
         "why": "never clears the gradients, so each step adds the previous steps' gradients",
         "replace": {"train_step_mixed": '''
 def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
