@@ -24,8 +24,8 @@ notebook, is compared with every entry of its assignment's table:
 The nearest entry names the misconception when its similarity is at least ``MIN_SIMILARITY``; entries
 tied at the top are named together ("a or b"); below it, nothing is named. A submission that lost no
 points is never named. The hidden checks' messages are values only (never check source), so nothing
-here reveals a hidden test; naming the misconception in a student's feedback is a course setting
-(``[autograder] feedback_names_misconception``, off by default).
+here reveals a hidden test. The names go to the course staff's report only (the students' feedback
+does not name them yet).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_the_stub_text_keeps_every_name_other_modules_import(removed):
 def test_the_removal_of_04_is_declared_in_its_source():
     [rule] = [r for r in ADAGRAD if r.remove]
     assert forbidden.removals(ADAGRAD) == [{
-        "message": rule.message(), "modules": ["torch.optim.adagrad"],
+        "message": f"{rule.message()} ({forbidden.REMOVED})", "modules": ["torch.optim.adagrad"],
         "ops": ["aten::_fused_adagrad_", "aten::_fused_adagrad"]}]
     assert not any(r.remove for r in forbidden.rules("01_strides", course_root=ROOT))  # as_strided stays
 
