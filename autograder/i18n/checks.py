@@ -365,7 +365,9 @@ def check_catalogues(paths: Iterable[Path], terms: list[Term], *, usage: Iterabl
         if Path(path).name == messages.CATALOGUE:  # checked against the code it comes from
             language, root = Path(path).parent.name, Path(path).parents[2]
             report.problems[key] = [Problem(key, where, kind, message) for where, kind, message in
-                                    messages.check(language, root, terms=terms, usage=usage)]
+                                    messages.check(
+                                        language, root,
+                                        prose_check=lambda e: check_entry(e, terms, usage))]
             continue
         live[key] = [e for e in polib.pofile(str(path)) if not e.obsolete]
         report.problems[key] = [Problem(key, _where(e), kind, message) for e in live[key]

@@ -27,6 +27,7 @@ import ast
 import functools
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,14 +265,13 @@ def masked(text: str) -> str:
     return _CODE_TOKEN.sub(" ", text)
 
 
-def check(language: str, root: Path | None = None, *, terms: list | None = None,
-          usage: list | None = None) -> list[tuple[str, str, str]]:
+def check(language: str, root: Path | None = None, *,
+          prose_check: Callable[[polib.POEntry], list[tuple[str, str]]] | None = None
+          ) -> list[tuple[str, str, str]]:
     """``(where, kind, message)`` for each problem of the language's messages catalogue: missing
-    (no entry or no translation), stale, untranslated, fuzzy, placeholders; with ``terms`` (and
-    ``usage``) also the page catalogues' glossary, usage and Simplified checks
-    (``autograder.i18n.checks.check_entry``) on the prose of each message (``masked``)."""
-    from autograder.i18n.checks import check_entry
-
+    (no entry or no translation), stale, untranslated, fuzzy, placeholders; with ``prose_check``
+    (the page catalogues' glossary, usage and Simplified checks, given by ``autograder.i18n.checks``)
+    also those on the prose of each message (``masked``)."""
     root = Path(root or package_root())
     path = catalogue_path(language, root)
     known = {t.english: t for t in templates(root)}
@@ -282,10 +282,10 @@ def check(language: str, root: Path | None = None, *, terms: list | None = None,
     for entry in live:
         where = f"{CATALOGUE}:{entry.linenum} {entry.msgid[:50]!r}"
         found = entry_problems(entry, known)
-        if terms is not None and not found:
+        if prose_check is not None and not found:
             prose = polib.POEntry(msgid=masked(entry.msgid), msgstr=masked(entry.msgstr),
                                   tcomment=entry.tcomment)
-            found = [(kind, message) for kind, message in check_entry(prose, terms, usage or [])
+            found = [(kind, message) for kind, message in prose_check(prose)
                      if kind not in ("numbers", "code", "missing")]
         problems += [(where, kind, message) for kind, message in found]
     return problems
