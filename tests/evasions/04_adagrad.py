@@ -189,6 +189,30 @@ def _step(ps, gs, sums, steps, lr, eps):
     for mine, new in zip(ps + sums, new_ps + new_sums):
         mine.copy_(new)
 ''' + _FUNCTIONAL}},
+    {"name": "unmount_in_own_namespace", "route": "a child in a user namespace of its own unmounts the cover",
+     "replace": {"AdaGrad": '''
+import subprocess, sys
+import torch.optim.adagrad as _m
+_READER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x10000000 | 0x20000) == 0:
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
+                       ("/proc/self/gid_map", f"0 {gid} 1")):
+        try:
+            open(path, "w").write(text)
+        except OSError:
+            pass
+    libc.umount2(sys.argv[1].encode(), 2)
+sys.stdout.write(open(sys.argv[1]).read())
+"""
+_source = subprocess.run([sys.executable, "-c", _READER, _m.__file__], capture_output=True,
+                         text=True).stdout
+_ns = {'__name__': 'torch.optim.copy', '__package__': 'torch.optim'}
+exec(compile(_source, 'copy', 'exec'), _ns)
+_Torch = _ns['Adagrad']
+''' + _AROUND}},
     {"name": "companion_zip", "route": "a zip next to the notebook, put on sys.path",
      "replace": {"AdaGrad": "import sys\nsys.path.insert(0, 'extras.zip')\nfrom zipped_04 import AdaGrad\n"},
      "companions": {"extras.zip": {"zipped_04.py": "import torch\nAdaGrad = torch.optim.Adagrad\n"}}},
