@@ -14,6 +14,8 @@
     autograder worker --service-db URL --state DIR ...      autograder.service.worker.main
     autograder tokens issue|revoke STUDENT...               autograder.service.store.Store
     autograder submit NN_name.ipynb [--url URL]             autograder.service.client.submit
+    autograder lms canvas [--apply] ...                     autograder.lms.canvas.sync
+    autograder lms csv OUT.csv                              autograder.lms.import_csv.write_import_csv
 
 Run from the course root (or pass --course-root). Errors an instructor can fix print one message and
 exit with status 1.
@@ -102,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, default=None,
                    help="directory (default: reports/similarity/)")
 
+    _lms_parser(sub)
+
     p = sub.add_parser("doctor", help="device, torch/CUDA versions, which GPU checks can run; "
                                       "with --executor slurm, the cluster too")
     _executor_arguments(p)
@@ -172,6 +176,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default=None, help="the service (default: $AUTOGRADER_URL)")
     p.add_argument("--no-wait", action="store_true", help="do not wait for the feedback")
     return parser
+
+
+def _lms_parser(sub: argparse._SubParsersAction) -> None:
+    from autograder.lms.options import CanvasOptions
+
+    p = sub.add_parser("lms", help="grades into the LMS: Canvas through its API, or Canvas's "
+                                   "import CSV")
+    lms = p.add_subparsers(dest="lms_command", required=True, metavar="LMS_COMMAND")
+    p = lms.add_parser("canvas", help="preview (default) or --apply the gradebook's scores in a "
+                                      "Canvas course (token: $CANVAS_API_TOKEN)")
+    add_setting_arguments(p, CanvasOptions, ["url", "course_id", "match"])
+    _lms_assignment_argument(p)
+    p.add_argument("--scale", action="store_true",
+                   help="post score / nbgrader maximum × Canvas's points_possible when they differ "
+                        "(without it, differing scales are refused)")
+    p.add_argument("--apply", action="store_true",
+                   help="write the 'set' rows to Canvas, then read Canvas back to check "
+                        "(default: a dry run that writes nothing)")
+    p = lms.add_parser("csv", help="Canvas's gradebook import CSV (for staff without a token)")
+    p.add_argument("output", type=Path, metavar="OUT.csv")
+    add_setting_arguments(p, CanvasOptions, ["match"])
+    _lms_assignment_argument(p)
+
+
+def _lms_assignment_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--assignment", dest="lms_assignments", action="append", default=[],
+                   metavar="NAME[=CANVAS_ID]",
+                   help="only this nbgrader assignment (repeatable), to this Canvas assignment id "
+                        "(default: c.Autograder.canvas['assignments'], else every gradebook "
+                        "assignment, each matched by name)")
 
 
 def _worker_arguments(p: argparse.ArgumentParser) -> None:
@@ -324,6 +358,58 @@ def _similarity(args) -> int:
     return 0
 
 
+def _lms(args) -> int:
+    from autograder.course import load_course
+    from autograder.lms.options import CanvasOptions, token_from_environment
+
+    course = load_course(args.course_root, db_url=args.db_url)
+    given = {name: getattr(args, name, None) for name in ("url", "course_id", "match")}
+    options = CanvasOptions.from_config(course.config, **given)
+    if args.lms_assignments:
+        options = options.with_assignments(args.lms_assignments)
+    if args.lms_command == "csv":
+        from autograder.lms.import_csv import write_import_csv
+
+        print(f"wrote {write_import_csv(course, options, args.output)}")
+        return 0
+    from autograder.lms.canvas import sync
+
+    result = sync(course, options, token=token_from_environment(), apply=args.apply,
+                  scale=args.scale)
+    print_lms_result(result)
+    return result.exit_code()
+
+
+def print_lms_result(result) -> None:
+    """The plan as a table, then warnings, retries and what was written."""
+    print(f"{'student':<24} {'assignment':<20} {'Canvas':>8} {'gradebook':>9} {'posts':>7}  action")
+    for row in result.rows:
+        canvas = "—" if row.canvas_score is None else f"{row.canvas_score:g}"
+        posted = "—" if row.posted is None else f"{row.posted:g}"
+        print(f"{plain(row.student):<24} {row.assignment:<20} {canvas:>8} "
+              f"{row.gradebook_score:>9g} {posted:>7}  {row.action}")
+    for line in result.warnings:
+        print(f"warning: {plain(line)}", file=sys.stderr)
+    for line in result.retries:
+        print(f"retried: {plain(line)}", file=sys.stderr)
+    counts = {action: sum(row.action == action for row in result.rows)
+              for action in ("set", "unchanged", "not in Canvas")}
+    summary = ", ".join(f"{n} {action}" for action, n in counts.items())
+    if not result.applied:
+        print(f"dry run: {summary}; nothing was written (--apply writes the 'set' rows)")
+        return
+    for line in result.failed:
+        print(f"failed: {plain(line)}", file=sys.stderr)
+    for row in result.out_of_sync:
+        print(f"not in sync after writing: {plain(row.student)} {row.assignment} "
+              f"(wanted {row.posted:g})", file=sys.stderr)
+    if result.not_in_canvas:
+        print("not in Canvas (nothing written for them): "
+              + ", ".join(plain(s) for s in result.not_in_canvas), file=sys.stderr)
+    print(f"applied: {summary}; {result.writes} bulk update(s) sent; "
+          f"{len(result.out_of_sync)} row(s) not in sync; log in reports/lms-canvas.log")
+
+
 def _doctor(args) -> int:
     from autograder.doctor import diagnose, diagnose_slurm, render
 
@@ -352,7 +438,8 @@ def _demo(args) -> int:
 
 
 COMMANDS = {"release": _release, "collect": _collect, "grade": _grade, "feedback": _feedback,
-            "report": _report, "doctor": _doctor, "demo": _demo, "similarity": _similarity}
+            "report": _report, "doctor": _doctor, "demo": _demo, "similarity": _similarity,
+            "lms": _lms}
 
 
 def _publish(args) -> int:

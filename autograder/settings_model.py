@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import MISSING, Field, field, fields
 from typing import Any
 
+from autograder.errors import CourseError
+
 
 def setting(default: Any, flag: str | None, help: str, *, metavar: str | None = None,
             choices: Sequence[str] | None = None) -> Any:
@@ -87,3 +89,15 @@ def settings_table(cls: type, names: Sequence[str] | None = None, *, key: str = 
         cells = [flag] * flags + [f"`{f.name}`", default_text(f) or "—", meta["help"] + choices]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def course_settings(config: Any, section: str, key: str, cls: type) -> dict[str, Any]:
+    """``c.<section>.<key>`` of a loaded traitlets config as a dict (empty when unset); a key that
+    is not a field of ``cls`` is a ``CourseError`` naming it and the valid ones."""
+    found = config.get(section) if hasattr(config, "get") else None
+    raw = dict((found.get(key) if found else None) or {})
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise CourseError(f"c.{section}.{key} has unknown key(s) {unknown}; valid: {sorted(names)}")
+    return raw

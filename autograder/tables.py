@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autograder.grading.options import GradeOptions, SlurmOptions
+from autograder.lms.options import CanvasOptions
 from autograder.service.policy import Policy
 from autograder.settings_model import settings_table
 
@@ -23,6 +24,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "grading-settings": lambda: settings_table(GradeOptions),
     "slurm-settings": lambda: settings_table(SlurmOptions, key="`c.Autograder.slurm` key"),
     "service-policy": lambda: settings_table(Policy, key="`c.AutograderService.policy` key"),
+    "canvas-settings": lambda: settings_table(CanvasOptions, key="`c.Autograder.canvas` key"),
 }
 
 

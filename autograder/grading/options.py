@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from autograder import ALLOW_CPU_ENV
-from autograder.errors import CourseError, GradingError
+from autograder.errors import GradingError
 from autograder.grading.registry import EXECUTORS
 from autograder.settings_model import (
     add_setting_arguments,
+    course_settings,
     given_settings,
     setting,
     setting_field,
@@ -170,13 +171,8 @@ class SlurmOptions:
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> SlurmOptions:
         """Options from a loaded traitlets config (``c.Autograder.slurm``), then ``overrides``."""
-        section = config.get(CONFIG_SECTION) if hasattr(config, "get") else None
-        raw = dict((section.get(CONFIG_KEY) if section else None) or {})
+        raw = course_settings(config, CONFIG_SECTION, CONFIG_KEY, cls)
         names = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise CourseError(f"c.{CONFIG_SECTION}.{CONFIG_KEY} has unknown option(s) {unknown}; "
-                              f"valid: {sorted(names)}")
         unknown = sorted(set(overrides) - names)
         if unknown:
             raise TypeError(f"unknown SlurmOptions field(s) {unknown}")

@@ -1,0 +1,60 @@
+"""What goes to the LMS, read from nbgrader's gradebook: per student and assignment the number
+``nbgrader export`` writes (the submission's score less its late penalty, never below 0; 0 without a
+submission), with each assignment's maximum and each student's names and email."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nbgrader.api import MissingEntry
+
+from autograder.course import Course
+from autograder.errors import CourseError
+
+
+@dataclass(frozen=True)
+class GradebookStudent:
+    id: str
+    first_name: str
+    last_name: str
+    email: str
+
+
+@dataclass
+class GradebookScores:
+    """Scores of the chosen assignments for every gradebook student."""
+
+    assignments: list[str]
+    maximum: dict[str, float]
+    students: list[GradebookStudent]
+    score: dict[tuple[str, str], float] = field(default_factory=dict)  # (student id, assignment)
+    submitted: set[tuple[str, str]] = field(default_factory=set)
+
+
+def read_scores(course: Course, assignments: list[str] | None = None) -> GradebookScores:
+    """Scores of ``assignments`` (default: every assignment of the gradebook); an assignment the
+    gradebook does not know is an error naming the ones it does."""
+    with course.gradebook() as gb:
+        known = sorted(a.name for a in gb.assignments)
+        chosen = list(assignments) if assignments else known
+        missing = [name for name in chosen if name not in known]
+        if missing:
+            raise CourseError(f"assignment(s) {missing} are not in the gradebook {course.db_url} "
+                              f"(it has: {', '.join(known) or 'none'})")
+        students = [GradebookStudent(id=s.id, first_name=s.first_name or "",
+                                     last_name=s.last_name or "", email=s.email or "")
+                    for s in sorted(gb.students, key=lambda s: s.id)]
+        scores = GradebookScores(assignments=chosen, students=students,
+                                 maximum={name: float(gb.find_assignment(name).max_score)
+                                          for name in chosen})
+        for name in chosen:
+            for student in students:
+                try:
+                    submission = gb.find_submission(name, student.id)
+                except MissingEntry:
+                    scores.score[(student.id, name)] = 0.0
+                    continue
+                penalty = float(submission.late_submission_penalty or 0.0)
+                scores.score[(student.id, name)] = max(0.0, float(submission.score) - penalty)
+                scores.submitted.add((student.id, name))
+    return scores
