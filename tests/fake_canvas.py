@@ -54,6 +54,7 @@ class FakeCanvas:
     assignments: list[dict[str, Any]] = field(default_factory=list)
     scores: dict[tuple[int, int], float | None] = field(default_factory=dict)  # (assignment, user)
     hidden_fields: set[str] = field(default_factory=set)  # user fields this token cannot see
+    excused: set[tuple[int, int]] = field(default_factory=set)  # (assignment, user)
     progress_polls: int = 2  # queries a Progress answers "running" before it completes
     fail_progress: bool = False
     faults: list[Fault] = field(default_factory=list)
@@ -181,6 +182,7 @@ class FakeCanvas:
         return {"id": aid * 100000 + uid, "assignment_id": aid, "user_id": uid,
                 "score": score, "entered_score": score,
                 "grade": None if score is None else f"{score:g}",
+                "excused": (aid, uid) in self.excused,
                 "workflow_state": "unsubmitted" if score is None else "graded"}
 
     def _bulk(self, aid: int, form: list[tuple[str, str]]) -> dict[str, Any]:

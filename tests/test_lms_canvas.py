@@ -14,7 +14,7 @@ import pytest
 from autograder.cli import main
 from autograder.course import Course, load_course
 from autograder.errors import CourseError
-from autograder.lms.canvas import NOT_IN_CANVAS, SET, UNCHANGED, sync
+from autograder.lms.canvas import EXCUSED, NOT_IN_CANVAS, SET, UNCHANGED, sync
 from autograder.lms.options import CanvasOptions
 from tests.fake_canvas import FakeCanvas, Fault, canvas_user
 
@@ -212,7 +212,7 @@ def test_the_cli_previews_then_applies(tmp_path, fake, monkeypatch, capsys):
     root = ["--course-root", str(course.root), "lms", "canvas"]
     assert main(root) == 0
     out = capsys.readouterr()
-    assert "dry run: 3 set, 1 unchanged, 0 not in Canvas" in out.out and fake.writes == []
+    assert "dry run: 3 set, 1 unchanged, 0 not in Canvas, 0 excused in Canvas" in out.out and fake.writes == []
     assert "http://" in out.err  # the plain-HTTP warning
     assert main(root + ["--apply"]) == 0
     assert "applied: 3 set" in capsys.readouterr().out
@@ -305,3 +305,18 @@ def test_against_a_canvas_it_has_never_seen(tmp_path, monkeypatch, capsys):
         assert "applied: 0 set" in capsys.readouterr().out
     finally:
         canvas.stop()
+
+
+def test_an_excused_submission_is_left_alone_and_a_hostile_id_stays_one_log_line(tmp_path, fake):
+    klass = dict(CLASS)
+    klass["s05\nforged line"] = ("Eve", "X", "eve@uni.edu", {"01_strides": (1, 1)})
+    fake.users.append(canvas_user(16, "s05\nforged line"))
+    fake.excused.add((504, 13))
+    course = make_course(tmp_path / "course", klass=klass)
+    result = sync(course, options_for(fake), token=fake.token, apply=True)
+    actions = {(r.student, r.assignment): r.action for r in result.rows}
+    assert actions[("s03", "04_adagrad")] == EXCUSED and (504, 13) not in fake.scores
+    assert fake.scores[(501, 16)] == 2.0 and result.out_of_sync == []
+    log = (course.root / "reports" / "lms-canvas.log").read_text().splitlines()
+    assert not any(line.startswith("forged line") for line in log)
+    assert any("s05\\nforged line" in line for line in log)

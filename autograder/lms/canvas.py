@@ -4,7 +4,8 @@ One pass: read the gradebook, read Canvas (the course, its students, the assignm
 scores), check everything that could refuse (token, the matching field's visibility, the assignment
 mapping, point scales) *before* any write, then print one row per (student, assignment) with its
 action: ``set`` (Canvas differs), ``unchanged`` (equal), ``not in Canvas`` (no Canvas student has the
-matching value; never guessed through another field). With ``apply`` the ``set`` rows are written per
+matching value; never guessed through another field), ``excused in Canvas`` (staff excused the
+submission there: never overwritten). With ``apply`` the ``set`` rows are written per
 assignment in one bulk update (Canvas's Progress polled to its end), Canvas is read again, and every
 written row is checked. A second apply on an unchanged gradebook has nothing to set and writes
 nothing. What was written is appended to ``reports/lms-canvas.log`` (never the token).
@@ -36,7 +37,7 @@ from autograder.lms.canvas_http import PatientAdapter, make_patient
 from autograder.lms.gradebook_scores import GradebookScores, GradebookStudent, read_scores
 from autograder.lms.options import CanvasOptions
 
-SET, UNCHANGED, NOT_IN_CANVAS = "set", "unchanged", "not in Canvas"
+SET, UNCHANGED, NOT_IN_CANVAS, EXCUSED = "set", "unchanged", "not in Canvas", "excused in Canvas"
 TOLERANCE = 0.005  # scores are posted with two decimals
 AUDIT_LOG = Path("reports") / "lms-canvas.log"
 FIELD_NEEDS = {
@@ -201,15 +202,23 @@ def _factor(name: str, canvas: Any, maximum: float, scale: bool) -> float:
     return float(points) / maximum
 
 
-def _current_scores(target: _Target, per_page: int) -> dict[int, float | None]:
-    """Canvas's entered score (before its own late deductions) per user id."""
+EXCUSED_MARK = "excused"  # what _current_scores gives for a submission Canvas marks excused
+
+
+def _current_scores(target: _Target, per_page: int) -> dict[int, float | str | None]:
+    """Canvas's entered score (before its own late deductions; ``score`` where a Canvas has no
+    ``entered_score``) per user id, or ``EXCUSED_MARK``."""
     submissions = _canvas_call(f"reading the submissions of {target.name}",
                                lambda: list(target.canvas.get_submissions(per_page=per_page)))
-    return {s.user_id: (None if getattr(s, "entered_score", None) is None
-                        else float(s.entered_score)) for s in submissions}
+    found: dict[int, float | str | None] = {}
+    for submission in submissions:
+        value = getattr(submission, "entered_score", getattr(submission, "score", None))
+        found[submission.user_id] = EXCUSED_MARK if getattr(submission, "excused", False) \
+            else None if value is None else float(value)
+    return found
 
 
-def _plan_rows(scores: GradebookScores, target: _Target, current: dict[int, float | None],
+def _plan_rows(scores: GradebookScores, target: _Target, current: dict[int, float | str | None],
                students: dict[str, Any], match: str) -> list[Row]:
     rows = []
     for student in scores.students:
@@ -222,6 +231,10 @@ def _plan_rows(scores: GradebookScores, target: _Target, current: dict[int, floa
             continue
         posted = round(score * target.factor, 2)
         now = current.get(user.id)
+        if isinstance(now, str):  # excused: a decision staff made in Canvas; never overwritten
+            rows.append(Row(student.id, target.name, target.canvas.id, user.id, None, score,
+                            None, EXCUSED))
+            continue
         action = UNCHANGED if now is not None and abs(now - posted) < TOLERANCE else SET
         rows.append(Row(student.id, target.name, target.canvas.id, user.id, now, score, posted,
                         action))
@@ -243,11 +256,14 @@ def _wait_for(progress: Any, timeout_s: float, what: str) -> str | None:
 
 
 def _audit(log: Path, lines: Iterable[str]) -> None:
+    """Append ``lines`` with a UTC time stamp; control characters (a student id may hold a
+    newline) are written escaped, so one line is one write."""
     log.parent.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     with log.open("a", encoding="utf-8") as handle:
         for line in lines:
-            handle.write(f"{stamp} {line}\n")
+            safe = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+            handle.write(f"{stamp} {safe}\n")
 
 
 def _apply(result: SyncResult, targets: list[_Target], options: CanvasOptions, log: Path) -> None:
@@ -274,7 +290,7 @@ def _apply(result: SyncResult, targets: list[_Target], options: CanvasOptions, l
             if row.assignment != target.name or row.posted is None:
                 continue
             now = current.get(row.canvas_user) if row.canvas_user is not None else None
-            if now is None or abs(now - row.posted) >= TOLERANCE:
+            if not isinstance(now, float) or abs(now - row.posted) >= TOLERANCE:
                 result.out_of_sync.append(row)
 
 
