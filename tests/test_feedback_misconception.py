@@ -21,7 +21,13 @@ from autograder import samples
 from autograder.course import load_course
 from autograder.errors import CourseError
 from autograder.feedback import feedback
-from autograder.feedback_misconception import SETTING, enabled, named_students, sentence
+from autograder.feedback_misconception import (
+    SETTING,
+    NameMisconception,
+    enabled,
+    named_students,
+    sentence,
+)
 from autograder.i18n.messages import translate
 from autograder.release import copy_course, release
 
@@ -92,3 +98,17 @@ def test_the_setting_must_be_a_boolean(graded):
         config.write(f"\nc.Autograder.{SETTING} = 'yes'\n")
     with pytest.raises(CourseError, match=SETTING):
         enabled(load_course(root))
+
+
+def test_tied_names_are_translated_one_by_one_and_markdown_shows_them_as_written():
+    tied = "reshape without the transpose or features split as (d_in heads)"
+    assert sentence(tied, None).count(tied) == 1
+    chinese = sentence(tied, "zh-TW")
+    assert f"{translate('reshape without the transpose', 'zh-TW')} / " \
+           f"{translate('features split as (d_in heads)', 'zh-TW')}" in chinese
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    names = NameMisconception(names={"s1": "features split as (d_in heads)"})
+    named, _ = names.preprocess(nb, {"nbgrader": {"student": "s1"}})
+    assert named.cells[0].cell_type == "markdown" and r"(d\_in heads)" in named.cells[0].source
+    other, _ = names.preprocess(nbformat.v4.new_notebook(), {"nbgrader": {"student": "s2"}})
+    assert other.cells == []
