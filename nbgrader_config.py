@@ -46,6 +46,10 @@ c.GenerateFeedback.preprocessors = [
     CSSHTMLHeaderPreprocessor,
 ]
 
+# Feedback may name the misconception a failing submission looks like (autograder/feedback_misconception.py:
+# one sentence, a catalogue name only; default False, the names are then in the staff's report only).
+# c.Autograder.feedback_names_misconception = True
+
 # Autograde on submit (`autograder serve`; every key and its meaning: autograder/service/policy.py).
 # "default" applies to every assignment, an assignment's own entry overrides it; `due` defaults to the
 # assignment's nbgrader due date. The service's scores never enter the gradebook: accepted notebooks

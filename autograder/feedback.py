@@ -1,7 +1,7 @@
 """Per-student HTML feedback through nbgrader's GenerateFeedback: no hidden-check source, no student script.
 
 nbgrader's converter writes ``feedback/<student>/<assignment>/<notebook>.html`` as usual. Its
-preprocessor list is the course's, with four guarantees added if the config lacks them:
+preprocessor list is the course's, with four guarantees and one option added if the config lacks them:
 
 - ``ClearHiddenTestTracebacks`` (autograder.hidden._feedback: tracebacks neither quote a hidden-test
   line nor name the hidden checks) and nbgrader's ``ClearHiddenTests`` (drops the
@@ -14,6 +14,9 @@ preprocessor list is the course's, with four guarantees added if the config lack
   ``application/javascript``, no widget views or widget state), HTML/SVG/markdown outputs pass
   nbconvert's sanitizer (``HTMLExporter.sanitize_html``), and markdown cells holding raw HTML are
   rendered and sanitized before nbgrader's feedback template (which does not sanitize them) sees them;
+- ``NameMisconception`` (before the last): with ``c.Autograder.feedback_names_misconception = True``
+  (default False) the page opens with one sentence naming the misconception the submission looks like
+  (``autograder.feedback_misconception``: a name only, in the notebook's language);
 - ``CheckNoHiddenSource`` (last): instructor-derived text — the source and error outputs of grade and
   locked cells — must show no hidden-check source (``autograder.source.HIDDEN_SOURCE_TEXT``: the
   hidden-test markers, the checks' module path); a student's own cell printing ``BEGIN HIDDEN TESTS``
@@ -43,6 +46,8 @@ from traitlets.config import Config
 
 from autograder.course import load_course
 from autograder.errors import AutograderError
+from autograder.feedback_misconception import NameMisconception, named_students
+from autograder.feedback_misconception import enabled as names_misconceptions
 from autograder.hidden._feedback import ClearHiddenTestTracebacks
 from autograder.i18n.messages import language_code, notebook_language, translate_output
 from autograder.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
@@ -196,9 +201,10 @@ def feedback_config(base: Config) -> Config:
         configured.insert(configured.index(ClearHiddenTestTracebacks) + 1, TranslateTestMessages)
     if SanitizeStudentContent not in configured:
         configured.insert(0, SanitizeStudentContent)
-    if CheckNoHiddenSource in configured:
-        configured.remove(CheckNoHiddenSource)
-    configured.append(CheckNoHiddenSource)
+    for last in (NameMisconception, CheckNoHiddenSource):
+        if last in configured:
+            configured.remove(last)
+        configured.append(last)
     config.GenerateFeedback.preprocessors = configured
     config.ClearHiddenTests.enforce_metadata = False  # feedback is not a release: don't re-validate
     config.HTMLExporter.sanitize_html = True  # student HTML, SVG and markdown outputs: no script
@@ -219,8 +225,11 @@ def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str
     failed: list[tuple[str, str, str]] = []
     for name in names:
         course.require_assignment(name)
+        named = named_students(course, name, students or course.submitted_students(name)) \
+            if names_misconceptions(course) else {}
         for student in (students or ["*"]):
             config = feedback_config(course.config)
+            config.NameMisconception.names = named
             config.CourseDirectory.assignment_id = name
             config.CourseDirectory.student_id = student
             converter = _GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)

@@ -9,8 +9,9 @@ What counts as a leak, and where it comes from (the course root's own files):
 - a source line of a hidden check, ``autograder/hidden/*.py``;
 - instructor-only names: a file or folder such as ``solutions/``, ``autograder/``, ``tests/``,
   ``gradebook.db``, ``nbgrader_config.py`` or ``submitted/``; in text, the region markers, the hidden
-  checks' module path (``autograder.hidden``) and ``extra_text`` (publish passes the instructor
-  repository's URLs).
+  checks' module path (``autograder.hidden``), the marks of the class reports (``autograder.staff_only``:
+  a similarity or misconceptions CSV's header, the staff pages' opening sentence) and ``extra_text``
+  (publish passes the instructor repository's URLs).
 
 Public lines never count: trivial ones (``is_trivial``: blank, comment-only, shorter than
 ``MIN_CHARS`` characters once whitespace is collapsed such as ``return x``, ``pass``, ``)``, ``else:``,
@@ -46,6 +47,7 @@ from autograder.source import (
     SOURCES_GLOB,
     regions,
 )
+from autograder.staff_only import MARKS as STAFF_ONLY_MARKS
 
 LECTURE_GLOBS = ("intro.md", "chapters/*.md", "chapters/*.py")  # the pages and their helpers
 
@@ -54,6 +56,7 @@ MIN_CHARS = 16
 # Text that only the instructor's material holds (region markers, the hidden checks' import path).
 INSTRUCTOR_ONLY_TEXT = (
     *(m.removeprefix("### ") for m in SOLUTION_MARKERS), *HIDDEN_SOURCE_TEXT, "tests/catalogue",
+    *STAFF_ONLY_MARKS,  # a class report copied out of reports/ (autograder.staff_only)
 )
 # File or folder names that belong to the instructor's repository only (any path component).
 INSTRUCTOR_ONLY_NAMES = frozenset({

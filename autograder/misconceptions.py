@@ -24,8 +24,8 @@ notebook, is compared with every entry of its assignment's table:
 The nearest entry names the misconception when its similarity is at least ``MIN_SIMILARITY``; entries
 tied at the top are named together ("a or b"); below it, nothing is named. A submission that lost no
 points is never named. The hidden checks' messages are values only (never check source), so nothing
-here reveals a hidden test. The names go to the course staff's report only (the students' feedback
-does not name them yet).
+here reveals a hidden test. The names go to the course staff's report, and to the students'
+feedback only where the course turns it on (``autograder.feedback_misconception``).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ TABLE = Path("tests") / "catalogue" / "misconceptions.json"
 SEEDS = (11, 222, 3333)
 FAIL, KIND, VALUE = 1.0, 1.0, 2.0  # points per failing cell (module docstring)
 MIN_SIMILARITY = 0.5  # below it nothing is named (tests/test_misconceptions.py: held-out variants)
+TIED = " or "  # joins the names of entries tied at the top
 MESSAGE_CHARS = 400  # what of a message is compared (long tensors print differently, not differ)
 
 _SEED = re.compile(r"\s*\[seed \d+\]")
@@ -142,7 +143,7 @@ def nearest(observed: Signature, entries: Sequence[Entry], *,
     if best < minimum:
         return "", best
     names = sorted({name for score, name in scored if score >= best - 1e-9})
-    return " or ".join(names), best
+    return TIED.join(names), best
 
 
 def human_name(entry: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ from autograder import misconceptions
 from autograder.course import Course, load_course
 from autograder.figures import png, score_distribution
 from autograder.grading import read_run_record
+from autograder.staff_only import MISCONCEPTION_COLUMNS, PAGE_MARK
 
 
 @dataclass
@@ -175,7 +176,7 @@ def write_misconceptions_csv(named: list[misconceptions.Named], path: Path) -> P
     """``assignment,student,misconception``: one row per graded submission (empty: none named)."""
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["assignment", "student", "misconception"])
+        writer.writerow(MISCONCEPTION_COLUMNS)
         writer.writerows([n.assignment, n.student, n.misconception]
                          for n in sorted(named, key=lambda n: (n.assignment, n.student)))
     return path
@@ -215,7 +216,7 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em}"
              "img{max-width:100%}</style></head><body><h1>Grades report</h1>",
              f"<p>{len(grades.students)} students, {len(grades.score)} graded submissions. "
-             f"Per-cell scores: <code>{esc(csv_name)}</code>.</p>",
+             f"Per-cell scores: <code>{esc(csv_name)}</code>. {PAGE_MARK} (it names students).</p>",
              "<h2>Exercises</h2><table><tr><th>assignment</th><th>submissions</th><th>mean</th>"
              "<th>max points</th><th>full marks</th><th>graded on</th></tr>"]
     over = grades.over_maximum()

@@ -32,6 +32,7 @@ from autograder.course import Course, load_course
 from autograder.errors import AutograderError
 from autograder.forbidden import header
 from autograder.source import read_source_cells, release_path, source_path
+from autograder.staff_only import PAGE_MARK, SIMILARITY_COLUMNS
 
 DEFAULT_THRESHOLD = 0.7  # tests/test_similarity.py's class: copies >= 0.94, honest pairs <= 0.43,
 #                         an honest cell that converged on the instructor's solution 0.63 (README)
@@ -217,8 +218,7 @@ def _failures(course: Course, assignment: str) -> dict[str, dict[str, str]]:
 def _write_csv(matches: list[Match], path: Path) -> Path:
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student_a", "student_b", "cell", "similarity", "shared_failures",
-                         "shared_failure_cells"])
+        writer.writerow(SIMILARITY_COLUMNS)
         for m in matches:
             writer.writerow([m.a.owner, m.b.owner, m.cell, f"{m.similarity:.3f}",
                              len(m.shared_failures), " ".join(m.shared_failures)])
@@ -255,7 +255,7 @@ def _write_html(assignment: str, matches: list[Match], too_short: dict[str, list
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Similarity: "
              f"{esc(assignment)}</title><style>{STYLE}</style></head><body>",
              f"<h1>Similarity of the students' own cells: {esc(assignment)}</h1>",
-             "<p>For the course staff only (it shows solution code). Each row is a reason to look at "
+             f"<p>{PAGE_MARK} (it shows solution code). Each row is a reason to look at "
              "two notebooks side by side, never a verdict: students taught from the same notes write "
              "alike, and short cells say little. What everyone was given is not counted.</p>",
              f"<p>Threshold {threshold:g}; cells compared: "

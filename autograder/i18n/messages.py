@@ -6,6 +6,8 @@ The English is never typed twice: the templates are read with ``ast`` from where
                                ``HiddenCheckFailed(msg)`` and the ``what`` of ``expect_equal`` (and
                                what is assigned to a name ``message``/``what``), f-strings included
     solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells
+    autograder/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
+    tests/catalogue/misconceptions.json    the misconception names it shows (the signature table's)
 
 each f-string field becoming a ``{expr}`` placeholder (``{shape}``, ``{got!r}``, ``{type(error).__name__}``).
 A template whose text is code alone (``contiguous_strides({shape})``) needs no translation and is
@@ -26,6 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +48,8 @@ MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expe
 MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
 MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
+FEEDBACK_SOURCE = "autograder/feedback_misconception.py"
+MISCONCEPTION_TABLE = "tests/catalogue/misconceptions.json"  # autograder.misconceptions.TABLE
 # an English word of running text: letters not part of an identifier, a call, an attribute or a
 # keyword argument (quoted strings are taken out first)
 _WORD = re.compile(r"(?<![\w.{=])[A-Za-z]{2,}(?![\w(.}=\[])")
@@ -161,6 +166,15 @@ def visible_templates(assignment_source: Path, where: str) -> list[Template]:
     return found
 
 
+def misconception_names(root: Path) -> list[str]:
+    """The catalogue's misconception names, as the signature table holds them (none without one)."""
+    path = Path(root) / MISCONCEPTION_TABLE
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [str(row["misconception"]) for rows in data.get("assignments", {}).values() for row in rows]
+
+
 def templates(root: Path | None = None) -> list[Template]:
     """Every template that needs a translation, each once (first occurrence), in source order."""
     root = Path(root or package_root())
@@ -180,6 +194,9 @@ def templates(root: Path | None = None) -> list[Template]:
             found.append(Template(((removal["message"], False),), (rel, 1)))
     if (root / "autograder" / "hidden" / "_base.py").is_file():
         found += [Template(((text, False),), ("autograder/hidden/_base.py", 0)) for text in EXTRA]
+    if (root / FEEDBACK_SOURCE).is_file():  # the sentence that names a misconception in feedback
+        found += code_templates((root / FEEDBACK_SOURCE).read_text(encoding="utf-8"), FEEDBACK_SOURCE)
+    found += [Template(((name, False),), (MISCONCEPTION_TABLE, 0)) for name in misconception_names(root)]
     seen: dict[str, Template] = {}
     for template in found:
         if template.prose():
