@@ -95,6 +95,8 @@ KEY_TERMS: dict[int, Topic] = {
             "3.35 TB/s", "williams2009roofline", "nvidia2022h100datasheet", "LayerNorm", "softmax",
             # issue 30: the FP8 dense peak
             "fp8_dense", "FP8_SPARSE_DATASHEET", "torch.compile", "TorchInductor",
+            # issue 30 (review nits 9, 10): the vector units' ridge; the CPU layer against its FLOP share
+            "vector_ridge", "flop_share",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -113,6 +115,8 @@ KEY_TERMS: dict[int, Topic] = {
             "nn.Parameter", "1 / math.sqrt(d_in)", "trunc_normal_", "[-3, 3]", "nn.Module", "nn.ModuleList",
             ".to(device)", "torch.manual_seed", "np.random.seed", "random.seed", "torch.Generator",
             "LeCun", "xavier_normal_",
+            # issue 30 (review nit 18): deterministic cuBLAS needs its workspace setting
+            "CUBLAS_WORKSPACE_CONFIG",
         ),
     ),
     8: Topic(
@@ -134,6 +138,7 @@ KEY_TERMS: dict[int, Topic] = {
             "load_state_dict", "torch.save", "AdamW", "weight decay", "set_to_none=True", "jumps_above",
             # issue 30: the optimizer step's own traffic; low-precision optimizer state
             "foreach", "fused=True", "TorchDispatchMode", "bfloat16 moments", "8-bit",
+            "dettmers2022optimizers", "deepseek2024v3",
         ),
         exercise="exercises/04_adagrad/04_adagrad",
     ),
@@ -144,6 +149,8 @@ KEY_TERMS: dict[int, Topic] = {
             "float8_e5m2", "Transformer Engine", "micikevicius2018mixed", "peng2023fp8lm", "quantiz",
             "this build ran on CPU", "2^{-25}", "saved_tensors_hooks", "TF32", "set_float32_matmul_precision",
             "57344", "_gpu_record",
+            # issue 30 (review nit 13): the promote category; the CPU's float32 list beyond the losses
+            "promote", "CPU_FLOAT32_EXTRAS", "dettmers2022optimizers",
         ),
         exercise="exercises/06_mixed_precision/06_mixed_precision",
     ),
@@ -680,6 +687,9 @@ RETIRED_STATEMENTS = {
     "activations (one `batch × d` output saved per layer).":
         "chapter 9 also counts the head's batch outputs: say why the exercise leaves them out",
     "# mainly the losses (there a softmax": "exercise 06 too: the CPU float32 list has pooling, padding, linalg, FFT",
+    "the elementwise part a handful, yet it takes longer:": "on a CPU (d = 16) it is 32 FLOPs against 10",
+    "a large share of the time, a quarter or more:": "a quarter is its share of the FLOPs at d = 16; compare with that",
+    "As in GPT-2,\nweights start": "GPT-2's released code used 0.01 for wpe; 1/sqrt(2L) is the paper's (and nanoGPT's)",
 }
 
 
