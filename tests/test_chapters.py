@@ -95,6 +95,8 @@ KEY_TERMS: dict[int, Topic] = {
             "3.35 TB/s", "williams2009roofline", "nvidia2022h100datasheet", "LayerNorm", "softmax",
             # issue 30: the FP8 dense peak
             "fp8_dense", "FP8_SPARSE_DATASHEET", "torch.compile", "TorchInductor",
+            # issue 30 (review nits 9, 10): the vector units' ridge; the CPU layer against its FLOP share
+            "vector_ridge", "flop_share",
         ),
         exercise="exercises/03_flops/03_flops",
     ),
@@ -113,6 +115,8 @@ KEY_TERMS: dict[int, Topic] = {
             "nn.Parameter", "1 / math.sqrt(d_in)", "trunc_normal_", "[-3, 3]", "nn.Module", "nn.ModuleList",
             ".to(device)", "torch.manual_seed", "np.random.seed", "random.seed", "torch.Generator",
             "LeCun", "xavier_normal_",
+            # issue 30 (review nit 18): deterministic cuBLAS needs its workspace setting
+            "CUBLAS_WORKSPACE_CONFIG",
         ),
     ),
     8: Topic(
@@ -134,6 +138,7 @@ KEY_TERMS: dict[int, Topic] = {
             "load_state_dict", "torch.save", "AdamW", "weight decay", "set_to_none=True", "jumps_above",
             # issue 30: the optimizer step's own traffic; low-precision optimizer state
             "foreach", "fused=True", "TorchDispatchMode", "bfloat16 moments", "8-bit",
+            "dettmers2022optimizers", "deepseek2024v3",
         ),
         exercise="exercises/04_adagrad/04_adagrad",
     ),
@@ -144,6 +149,8 @@ KEY_TERMS: dict[int, Topic] = {
             "float8_e5m2", "Transformer Engine", "micikevicius2018mixed", "peng2023fp8lm", "quantiz",
             "this build ran on CPU", "2^{-25}", "saved_tensors_hooks", "TF32", "set_float32_matmul_precision",
             "57344", "_gpu_record",
+            # issue 30 (review nit 13): the promote category; the CPU's float32 list beyond the losses
+            "promote", "CPU_FLOAT32_EXTRAS", "dettmers2022optimizers",
         ),
         exercise="exercises/06_mixed_precision/06_mixed_precision",
     ),
@@ -679,6 +686,10 @@ RETIRED_STATEMENTS = {
     "chapter 10 prints both lists": "chapter 10 probes six ops on this build's backends, no lists",
     "activations (one `batch × d` output saved per layer).":
         "chapter 9 also counts the head's batch outputs: say why the exercise leaves them out",
+    "# mainly the losses (there a softmax": "exercise 06 too: the CPU float32 list has pooling, padding, linalg, FFT",
+    "the elementwise part a handful, yet it takes longer:": "on a CPU (d = 16) it is 32 FLOPs against 10",
+    "a large share of the time, a quarter or more:": "a quarter is its share of the FLOPs at d = 16; compare with that",
+    "As in GPT-2,\nweights start": "GPT-2's released code used 0.01 for wpe; 1/sqrt(2L) is the paper's (and nanoGPT's)",
 }
 
 
@@ -703,3 +714,63 @@ def test_no_page_or_exercise_repeats_a_retired_statement():
     texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
     hits = retired_statement_hits(texts)
     assert not hits, "retired statements (issues 19, 30) are back:\n" + "\n".join(hits)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Issue 30: every paper a page cites is an entry of references.bib, cited with the {cite} role, so that it is
+# listed (with its authors, title, year and venue or address) on the references page and links back to the page.
+
+CITE_ROLE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+INLINE_PAPER_LINK = re.compile(
+    r"\]\(https?://(?:www\.)?(?:arxiv\.org|doi\.org|openreview\.net|proceedings\.|papers\.nips\.cc|aclanthology)"
+)
+
+
+def cited_keys(text: str) -> set[str]:
+    return {key.strip() for keys in CITE_ROLE.findall(text) for key in keys.split(",")}
+
+
+def inline_paper_links(texts: dict[str, str]) -> list[str]:
+    """'file:line: link' for each Markdown link to a paper instead of a citation."""
+    return [
+        f"{name}:{number}: {line.strip()}"
+        for name, text in texts.items()
+        for number, line in enumerate(text.splitlines(), 1)
+        if INLINE_PAPER_LINK.search(line)
+    ]
+
+
+def lecture_sources() -> dict[str, str]:
+    paths = [*(ROOT / "chapters").glob("*.md"), ROOT / "intro.md"]
+    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
+
+
+def test_citation_checks_can_fail():
+    old = "blocks ([Dettmers et al., 2022](https://arxiv.org/abs/2110.02861)), about 10"
+    assert inline_paper_links({"x.md": old}) == [f"x.md:1: {old}"]
+    assert inline_paper_links({"x.md": "blocks {cite:p}`dettmers2022optimizers`, about 10"}) == []
+    assert cited_keys("{cite:t}`a` and {cite}`b, c` and {cite:p}`d`") == {"a", "b", "c", "d"}
+
+
+def test_pages_cite_papers_through_the_bibliography():
+    texts = lecture_sources()
+    links = inline_paper_links(texts)
+    assert not links, "cite these from references.bib with {cite}, not as links:\n" + "\n".join(links)
+
+
+def test_every_cited_key_is_a_bibliography_entry_with_its_metadata():
+    from pybtex.database import parse_file
+
+    with open(ROOT / "_config.yml", encoding="utf-8") as config:
+        bibfiles = yaml.safe_load(config)["bibtex_bibfiles"]
+    entries = {key: entry for bibfile in bibfiles for key, entry in parse_file(ROOT / bibfile).entries.items()}
+    used = {key for text in lecture_sources().values() for key in cited_keys(text)}
+    assert {"dettmers2022optimizers", "deepseek2024v3"} <= used  # chapter 09's low-precision optimizer state
+    missing = sorted(used - set(entries))
+    assert not missing, f"cited but not in references.bib: {missing}"
+    for key in sorted(used):
+        entry = entries[key]
+        assert entry.persons.get("author"), f"{key}: no author"
+        assert entry.fields.get("title") and entry.fields.get("year", "").isdigit(), f"{key}: no title or year"
+        venue = {"booktitle", "journal", "institution", "url", "eprint"} & set(entry.fields)
+        assert venue, f"{key}: neither a venue nor an address"

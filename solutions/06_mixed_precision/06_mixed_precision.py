@@ -157,8 +157,9 @@ _hidden.check_make_grad_scaler(make_grad_scaler)
 #
 # `torch.autocast(device_type, dtype)` runs matrix multiplications in `dtype` and casts the operations on
 # its backend's float32 list up to float32: on CUDA softmax, layer_norm, sums and the losses; on the CPU
-# mainly the losses (there a softmax of a bfloat16 input stays bfloat16; chapter 10 probes six such
-# operations on the backends of the build it runs on and prints the dtype each one returns).
+# the losses, some pooling and padding operations, linear algebra and FFTs, while a softmax of a bfloat16
+# input stays bfloat16 (chapter 10 asks autocast on the backends of the build it runs on and prints the
+# dtype each operation returns).
 # The parameters stay float32 and so do their gradients and the optimizer state. Never call
 # `model.half()`: that turns the master weights themselves into float16. Only the forward pass and the loss belong inside `autocast`; `backward()` follows the
 # dtypes chosen in the forward pass. With a scaler, use `scaler.scale(loss).backward()`,
