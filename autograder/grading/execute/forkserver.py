@@ -94,9 +94,11 @@ def _report_probe(conn: Connection) -> None:
 
     with open("/proc/self/statm") as handle:
         size, resident = (int(x) * _PAGE for x in handle.read().split()[:2])
-    # NVML-based check (PYTORCH_NVML_BASED_CUDA_CHECK=1): no CUDA context is created
-    conn.send(ForkserverProbe(size, resident, torch.cuda.is_available(), torch.__version__,
-                            torch.version.cuda))
+    # NVML-based check (PYTORCH_NVML_BASED_CUDA_CHECK=1): no CUDA context is created. Plain str:
+    # torch.__version__ is a TorchVersion, and unpickling one imports torch in the parent (1.4 s)
+    cuda = torch.version.cuda
+    conn.send(ForkserverProbe(size, resident, torch.cuda.is_available(), str(torch.__version__),
+                              None if cuda is None else str(cuda)))
     conn.close()
 
 
