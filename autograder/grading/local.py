@@ -90,10 +90,10 @@ class LocalExecutor:
         if first is _END:
             return  # nothing to execute: no sandbox is started
         work, more = itertools.chain([first], work), True
-        with sandboxes(pool):
-            wait_for_a_sandbox(pool)
-            timings["setup"] += time.monotonic() - started
-            runner = NotebookRunner(pool, limits=limits)
+        # the first sandbox now; the others once there is work for them (free_sandboxes(wanted)):
+        # a one-notebook run starts one sandbox, a batch the whole pool at once
+        with sandboxes(pool, start=1):
+            runner, waiting = NotebookRunner(pool, limits=limits), True
             try:
                 while more or queue or runner.running:
                     while more and len(queue) < self.workers:  # sanitize ahead of the workers
@@ -104,7 +104,11 @@ class LocalExecutor:
                         if submission is None:  # a stream with nothing to run now
                             break
                         queue.extend((submission, nb_run) for nb_run in submission.notebooks)
-                    free = runner.free_sandboxes()
+                    free = runner.free_sandboxes(wanted=len(queue))
+                    if waiting:  # the pool's other sandboxes are starting beside the first
+                        wait_for_a_sandbox(pool)
+                        timings["setup"] += time.monotonic() - started
+                        free, waiting = runner.free_sandboxes(wanted=len(queue)), False
                     while queue and free:  # execute: a checker child per notebook, its sandbox
                         submission, nb_run = queue.popleft()
                         outcomes.starting(submission)

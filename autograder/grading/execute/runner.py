@@ -57,9 +57,11 @@ class NotebookRunner:
         self.start_sandbox = start_sandbox or SandboxProcess.start
         self.running: list[_Slot] = []
 
-    def free_sandboxes(self) -> list[SandboxProcess]:
+    def free_sandboxes(self, wanted: int | None = None) -> list[SandboxProcess]:
         """Read every sandbox's reports ("ready", "done"), restart dead ones; return the ready ones
-        that no running notebook holds."""
+        that no running notebook holds. With ``wanted``, a sandbox not running yet is started only
+        while fewer than ``wanted`` are free or starting (one notebook to grade starts one sandbox,
+        not the whole pool; each imports torch)."""
         for box in self.pool:
             box.pump()
             if (box.state == "busy" and box.finished_at is not None
@@ -68,9 +70,12 @@ class NotebookRunner:
                 box.state = "dead"
             if box.state == "dead":
                 box.state = "new"
-            if box.state == "new":
-                self.start_sandbox(box)
         held = {id(slot.box) for slot in self.running}
+        coming = sum(box.state in ("ready", "starting") and id(box) not in held for box in self.pool)
+        for box in self.pool:
+            if box.state == "new" and (wanted is None or coming < wanted):
+                self.start_sandbox(box)
+                coming += 1
         return [box for box in self.pool if box.state == "ready" and id(box) not in held]
 
     def start(self, box: SandboxProcess, tag: Any, *, program: NotebookProgram, workdir: str,
@@ -118,14 +123,16 @@ class NotebookRunner:
 
 
 class sandboxes:
-    """Start every sandbox of the pool now (they import torch while the rest starts); close them at
-    the end, whatever happens."""
+    """Start the first ``start`` sandboxes of the pool now (default all: they import torch while the
+    rest starts; the others wait for ``free_sandboxes(wanted=...)``); close them all at the end,
+    whatever happens."""
 
-    def __init__(self, pool: list[SandboxProcess]) -> None:
+    def __init__(self, pool: list[SandboxProcess], *, start: int | None = None) -> None:
         self.pool = pool
+        self.start = len(pool) if start is None else start
 
     def __enter__(self) -> list[SandboxProcess]:
-        for box in self.pool:
+        for box in self.pool[:self.start]:
             box.start()
         return self.pool
 
