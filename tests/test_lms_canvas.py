@@ -320,3 +320,13 @@ def test_an_excused_submission_is_left_alone_and_a_hostile_id_stays_one_log_line
     log = (course.root / "reports" / "lms-canvas.log").read_text().splitlines()
     assert not any(line.startswith("forged line") for line in log)
     assert any("s05\\nforged line" in line for line in log)
+
+
+def test_the_import_csv_never_starts_a_cell_with_a_formula(tmp_path):
+    klass = {"=HYPERLINK(\"http://x\")": ("+1", "-2", "", {"01_strides": (1, 1)})}
+    course = make_course(tmp_path / "course", klass=klass)
+    out = tmp_path / "grades.csv"
+    assert main(["--course-root", str(course.root), "lms", "csv", str(out)]) == 0
+    rows = list(csv.reader(out.open()))
+    assert all(cell[:1] not in "=+-@" or cell == "" for row in rows[2:] for cell in row)
+    assert rows[2][2] == "'=HYPERLINK(\"http://x\")"

@@ -45,12 +45,12 @@ def write_import_csv(course: Course, options: CanvasOptions, output: Path) -> Pa
         for student in scores.students:
             name = ", ".join(part for part in (student.last_name, student.first_name) if part)
             ids = {column: "" for column in ID_COLUMN.values()}
-            ids[ID_COLUMN[options.match]] = student.id
+            ids[ID_COLUMN[options.match]] = _cell(student.id)
             writer.writerow([_cell(name or student.id), "", ids["SIS User ID"], ids["SIS Login ID"], ""]
                             + [f"{scores.score[(student.id, a)]:g}" for a in scores.assignments])
     return output
 
 
 def _cell(text: str) -> str:
-    """A name as a spreadsheet shows it: a leading = + - @ would be read as a formula."""
+    """A name or id as a spreadsheet shows it: a leading = + - @ would be read as a formula."""
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
