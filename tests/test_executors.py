@@ -68,3 +68,34 @@ def test_the_remote_layer_names_no_backend():
         text = path.read_text(encoding="utf-8")
         for word in ("SLURM_", "submitit", "SIGUSR2", "slurm."):
             assert word not in text, f"{path.name} mentions {word}"
+
+
+def _counting(monkeypatch) -> list[object]:
+    from autograder.sandbox.host import SandboxProcess
+
+    started: list[object] = []
+    real = SandboxProcess.start
+
+    def start(box):
+        started.append(box)
+        real(box)
+
+    monkeypatch.setattr(SandboxProcess, "start", start)
+    return started
+
+
+@pytest.mark.parametrize("students", [1, 3])
+def test_the_local_pool_starts_a_sandbox_per_notebook_it_has_at_most(tmp_path, monkeypatch, students):
+    """Each sandbox imports torch as it starts: a one-notebook run starts one, not the whole pool;
+    three notebooks on two workers start both."""
+    from autograder_toy import make_toy_course, submit
+
+    from autograder.grading import grade
+
+    root = make_toy_course(tmp_path / "course")
+    for n in range(students):
+        submit(root, f"s{n}")
+    started = _counting(monkeypatch)
+    summary = grade(course_root=root, workers=2, allow_cpu=True, progress=False)
+    assert [r.status for r in summary.results] == ["graded"] * students
+    assert len(started) == min(students, 2)
