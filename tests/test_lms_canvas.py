@@ -330,3 +330,15 @@ def test_the_import_csv_never_starts_a_cell_with_a_formula(tmp_path):
     rows = list(csv.reader(out.open()))
     assert all(cell[:1] not in "=+-@" or cell == "" for row in rows[2:] for cell in row)
     assert rows[2][2] == "'=HYPERLINK(\"http://x\")"
+
+
+@pytest.mark.parametrize("header, wanted", [("2", 2.0), ("-5", 0.0), ("soon", None), ("", None),
+                                             ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)])
+def test_retry_after_reads_seconds_or_a_date_and_ignores_anything_else(header, wanted):
+    import requests
+
+    from autograder.lms.canvas_http import retry_after
+
+    response = requests.Response()
+    response.headers["Retry-After"] = header
+    assert retry_after(response) == wanted

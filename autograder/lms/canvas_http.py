@@ -34,8 +34,12 @@ def retry_after(response: requests.Response) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return None if when is None else max(0.0, when.timestamp() - time.time())
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # neither a number nor a date: back off as without one
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 class PatientAdapter(HTTPAdapter):
