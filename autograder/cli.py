@@ -392,8 +392,9 @@ def print_lms_result(result) -> None:
         print(f"warning: {plain(line)}", file=sys.stderr)
     for line in result.retries:
         print(f"retried: {plain(line)}", file=sys.stderr)
-    counts = {action: sum(row.action == action for row in result.rows)
-              for action in ("set", "unchanged", "not in Canvas", "excused in Canvas")}
+    from autograder.lms.canvas import ACTIONS
+
+    counts = {action: sum(row.action == action for row in result.rows) for action in ACTIONS}
     summary = ", ".join(f"{n} {action}" for action, n in counts.items())
     if not result.applied:
         print(f"dry run: {summary}; nothing was written (--apply writes the 'set' rows)")

@@ -38,6 +38,7 @@ from autograder.lms.gradebook_scores import GradebookScores, GradebookStudent, r
 from autograder.lms.options import CanvasOptions
 
 SET, UNCHANGED, NOT_IN_CANVAS, EXCUSED = "set", "unchanged", "not in Canvas", "excused in Canvas"
+ACTIONS = (SET, UNCHANGED, NOT_IN_CANVAS, EXCUSED)
 TOLERANCE = 0.005  # scores are posted with two decimals
 AUDIT_LOG = Path("reports") / "lms-canvas.log"
 FIELD_NEEDS = {
