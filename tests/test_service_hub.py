@@ -90,8 +90,7 @@ def hub(course, tmp_path_factory):
     finally:
         _stop_group(process)
         log.close()
-        leftover = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True,
-                                  text=True).stdout.split()
+        leftover = _still_running(str(folder))
         assert not leftover, f"left running after the hub stopped: {leftover}"
 
 
@@ -105,6 +104,19 @@ def _wait_for(ready, process, log: Path, timeout: float = 90.0) -> None:
                 return
         time.sleep(0.3)
     raise RuntimeError(f"jupyterhub with the service did not come up:\n{log.read_text()[-4000:]}")
+
+
+def _still_running(pattern: str, grace_s: float = 10.0) -> list[str]:
+    """Processes whose command line holds ``pattern``, once ``grace_s`` has let a killed one go (a
+    SIGKILL takes effect when the process next runs: on a loaded machine, not at once); each as
+    "pid command line"."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        found = subprocess.run(["pgrep", "-a", "-f", pattern], capture_output=True,
+                               text=True).stdout.splitlines()
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def _stop_group(process: subprocess.Popen) -> None:
