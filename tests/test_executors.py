@@ -25,7 +25,7 @@ def test_each_registered_executor_declares_what_it_can_do(name):
     assert cls.name == name
     assert isinstance(cls.streams, bool) and isinstance(cls.executes, bool)
     assert list(inspect.signature(cls).parameters) == ["options", "course"]
-    assert callable(cls.probe) and callable(cls.execute)
+    assert callable(cls.probe) and callable(cls.execute) and callable(cls.close)
 
 
 def test_only_the_local_executor_streams_and_only_as_submitted_does_not_execute():
@@ -99,3 +99,62 @@ def test_the_local_pool_starts_a_sandbox_per_notebook_it_has_at_most(tmp_path, m
     summary = grade(course_root=root, workers=2, allow_cpu=True, progress=False)
     assert [r.status for r in summary.results] == ["graded"] * students
     assert len(started) == min(students, 2)
+
+
+def _opened(monkeypatch) -> list[object]:
+    """Every sandbox started in this test, so a test can see which are still running."""
+    return _counting(monkeypatch)
+
+
+def test_the_first_sandbox_starts_beside_the_template_before_the_probe(tmp_path, monkeypatch):
+    """Both import torch, a core each: the sandbox does not wait for the template's probe."""
+    from autograder_toy import make_toy_course
+
+    from autograder.course import load_course
+    from autograder.grading.execute import forkserver
+    from autograder.grading.local import LocalExecutor
+
+    root = make_toy_course(tmp_path / "course")
+    started = _opened(monkeypatch)
+    at_probe: list[int] = []
+    real_probe = forkserver.probe_forkserver
+    monkeypatch.setattr(forkserver, "probe_forkserver",
+                        lambda: (at_probe.append(len(started)), real_probe())[1])
+    executor = LocalExecutor(GradeOptions(course_root=root, allow_cpu=True), load_course(root))
+    try:
+        executor.probe()
+        assert at_probe == [1] and started[0].state in ("starting", "ready")
+    finally:
+        executor.close()
+    assert started[0].process.poll() is not None and started[0].control is None
+
+
+def test_a_run_refused_after_the_executor_opened_leaves_no_sandbox_running(tmp_path, monkeypatch):
+    from autograder_toy import make_toy_course, submit
+
+    from autograder.grading import grade
+
+    root = make_toy_course(tmp_path / "course")
+    submit(root, "s0")
+    started = _opened(monkeypatch)
+    with pytest.raises(Exception, match="no_such_assignment"):
+        grade(course_root=root, assignments=["no_such_assignment"], allow_cpu=True, progress=False)
+    assert len(started) == 1
+    assert all(box.process.poll() is not None for box in started)
+
+
+def test_a_cpu_run_whose_first_sandbox_guessed_a_gpu_grades_in_one_without(tmp_path, monkeypatch):
+    """The first sandbox's device access is a guess (a GPU device node is there); a run on CPU gets a
+    fresh sandbox without the GPU's devices, and the guessed one is stopped."""
+    from autograder_toy import make_toy_course, submit
+
+    from autograder.grading import grade, local
+
+    root = make_toy_course(tmp_path / "course")
+    submit(root, "s0")
+    monkeypatch.setattr(local, "_gpu_likely", lambda options: True)
+    started = _opened(monkeypatch)
+    summary = grade(course_root=root, workers=2, device="cpu", allow_cpu=True, progress=False)
+    assert [r.status for r in summary.results] == ["graded"]
+    assert [box.gpu for box in started] == [True, False]
+    assert all(box.process.poll() is not None for box in started)

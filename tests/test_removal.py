@@ -176,3 +176,50 @@ def test_the_sentence_a_zh_tw_student_reads_is_in_zh_tw():
     assert removal["message"].endswith(f"({forbidden.REMOVED})")
     shown = translate(f"AdaGrad.step: raised ForbiddenAPI: {removal['message']} [seed 5]", "zh-TW")
     assert "不允許" in shown and "is not allowed" not in shown and shown.endswith("[seed 5]"), shown
+
+
+AHEAD = textwrap.dedent('''
+    import gc, json, os, sys, types
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    import removal
+    removals = json.loads(sys.argv[2])
+    removal.find_ahead(removals)  # the template, before it forks a notebook
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the notebook's process: the walk must not happen again here
+        walk = gc.get_objects
+        gc.get_objects = lambda *a: (_ for _ in ()).throw(AssertionError("walked again"))
+        removal.remove(removals)
+        gc.get_objects = walk
+        p = torch.nn.Parameter(torch.ones(3))
+        try:
+            torch.optim.Adagrad([p])
+            outcome = "ran"
+        except Exception as error:
+            outcome = type(error).__name__
+        file = sys.modules["torch.optim.adagrad"].__file__
+        left = [f.__qualname__ for f in gc.get_objects() if type(f) is types.FunctionType
+                and f.__code__.co_filename == file]
+        os.write(write, json.dumps({"outcome": outcome, "left": left}).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = json.loads(os.read(read, 1 << 16))
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.ones(3)
+    torch.optim.Adagrad([p], lr=0.1).step()  # the template's own torch is untouched
+    print(json.dumps({"child": child, "parent": p.tolist()}))
+''')
+
+
+def test_functions_found_ahead_in_the_template_are_removed_in_the_fork_only():
+    """``find_ahead`` walks the template's objects once; a forked notebook's ``remove`` changes those
+    same functions without walking again, and the template keeps torch's AdaGrad."""
+    result = subprocess.run([sys.executable, "-c", AHEAD, str(INSIDE),
+                             json.dumps(forbidden.removals(ADAGRAD))],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["child"] == {"outcome": "ForbiddenAPI", "left": []}
+    assert found["parent"] != [1.0, 1.0, 1.0]

@@ -30,6 +30,9 @@ class AsSubmittedExecutor:
     def probe(self) -> DeviceProbe:
         return DeviceProbe(cuda_available=False, torch_version="(not executed)", cuda_version=None)
 
+    def close(self) -> None:
+        """Nothing to release."""
+
     def execute(self, work: Iterator[Submission | None], outcomes: Outcomes, *, device_used: str,
                 progress: ProgressBar, timings: dict[str, float]) -> None:
         for submission in work:

@@ -62,6 +62,10 @@ class Executor(Protocol):
         """Run every notebook of every submission ``work`` yields (pull lazily: the pipeline sanitizes
         as it is asked), reporting each to ``outcomes``."""
 
+    def close(self) -> None:
+        """Release what ``__init__`` started and ``execute`` did not take (the pipeline calls it at
+        the end of every run, also one that failed before ``execute``)."""
+
 
 def executor_class(name: str) -> type[Executor]:
     """The class of the executor registered as ``name`` (imported now)."""

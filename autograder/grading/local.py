@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import glob
 import itertools
 import logging
 import os
@@ -63,6 +64,21 @@ class LocalExecutor:
         self.workers = max(1, options.workers or os.cpu_count() or 1)
         self._probe: ForkserverProbe | None = None
         forkserver.start_forkserver()  # its imports overlap with the course checks
+        # the first sandbox imports torch beside the template (a core each) instead of after the
+        # probe; its device access is a guess that execute() corrects (a CPU run on a GPU machine
+        # gets a fresh sandbox without the GPU's device nodes)
+        self._early: SandboxProcess | None = self._sandbox(gpu=_gpu_likely(options))
+        self._early.start()
+
+    def _sandbox(self, *, gpu: bool) -> SandboxProcess:
+        return SandboxProcess(sandboxed=self.options.sandbox, gpu=gpu,
+                              memory_bytes=sandbox_memory_bytes(self.options.memory_limit_gb))
+
+    def close(self) -> None:
+        """Stop the sandbox started in ``__init__`` if ``execute`` never took it."""
+        if self._early is not None:
+            self._early.close()
+            self._early = None
 
     def probe(self) -> DeviceProbe:
         self._probe = forkserver.probe_forkserver()
@@ -82,17 +98,20 @@ class LocalExecutor:
                                   device_used=device_used, workers=self.workers,
                                   cpus=os.cpu_count() or 1, confined=self.options.sandbox,
                                   hidden=trusted_folders(self.options))
-        pool = [SandboxProcess(sandboxed=self.options.sandbox, gpu=device_used == "cuda",
-                               memory_bytes=sandbox_memory_bytes(self.options.memory_limit_gb))
-                for _ in range(self.workers)]
+        pool = [self._sandbox(gpu=device_used == "cuda") for _ in range(self.workers)]
+        early, self._early = self._early, None
+        if early is not None and early.gpu == pool[0].gpu:
+            pool[0] = early  # already importing torch since __init__
+        elif early is not None:
+            early.close()
         queue: deque[tuple[Submission, NotebookRun]] = deque()
-        first = next(work, _END)
-        if first is _END:
-            return  # nothing to execute: no sandbox is started
-        work, more = itertools.chain([first], work), True
-        # the first sandbox now; the others once there is work for them (free_sandboxes(wanted)):
-        # a one-notebook run starts one sandbox, a batch the whole pool at once
+        # the first sandbox now (if __init__ has not); the others once there is work for them
+        # (free_sandboxes(wanted)): a one-notebook run starts one sandbox, a batch the whole pool
         with sandboxes(pool, start=1):
+            first = next(work, _END)
+            if first is _END:
+                return  # nothing to execute
+            work, more = itertools.chain([first], work), True
             runner, waiting = NotebookRunner(pool, limits=limits), True
             try:
                 while more or queue or runner.running:
@@ -120,3 +139,8 @@ class LocalExecutor:
                         outcomes.executed(submission, name, outcome)
             finally:
                 runner.close()
+
+
+def _gpu_likely(options: GradeOptions) -> bool:
+    """Whether this run will grade on CUDA, before the probe says so: a device node is there."""
+    return options.device != "cpu" and bool(glob.glob("/dev/nvidia[0-9]*"))

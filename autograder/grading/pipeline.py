@@ -43,8 +43,7 @@ def grade(options: GradeOptions | None = None, /, **settings: Any) -> GradeSumma
     notebooks as a Slurm job array (``slurm/``); this process still records every grade.
     """
     options = GradeOptions.of(options, **settings)
-    run = _Run.start(options, every_assignment=False)
-    with run.course.gradebook() as gb:
+    with _Run.start(options, every_assignment=False) as run, run.course.gradebook() as gb:
         planned = prepare.plan(run.course, gb, run.names, students=options.students,
                                force=options.force, notebook=options.notebook)
         batch = run.batch(gb)
@@ -68,11 +67,10 @@ def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | Non
     ``started(student, assignment)``: a notebook of that submission starts in a sandbox.
     """
     options = GradeOptions.of(options, force=True, progress=False)
-    run = _Run.start(options, every_assignment=True)
-    if not run.executor.streams:
-        raise GradingError(f"the {run.executor.name} executor grades batches, not a stream; "
-                           "grade each batch with grade()")
-    with run.course.gradebook() as gb:
+    with _Run.start(options, every_assignment=True) as run, run.course.gradebook() as gb:
+        if not run.executor.streams:
+            raise GradingError(f"the {run.executor.name} executor grades batches, not a stream; "
+                               "grade each batch with grade()")
         batch = run.batch(gb, settled=settled, on_start=started)
 
         def todo() -> Iterator[tuple[str, str] | None]:
@@ -113,6 +111,15 @@ class _Run:
         started = time.monotonic()
         course = load_course(options.course_root, db_url=options.db_url)
         executor = open_executor(options, course)  # the local one starts its template now
+        try:
+            return cls._set_up(options, course, executor, started, every_assignment=every_assignment)
+        except BaseException:
+            executor.close()
+            raise
+
+    @classmethod
+    def _set_up(cls, options: GradeOptions, course: Course, executor: Executor, started: float, *,
+                every_assignment: bool) -> _Run:
         if not executor.executes:  # nbgrader's --no-execute: neither clear nor execute
             course.config.Execute.enabled = False
             course.config.ClearOutput.enabled = False
@@ -130,6 +137,12 @@ class _Run:
         timings = {"setup": time.monotonic() - started, "sanitize": 0.0, "record": 0.0,
                    "execute": 0.0}
         return cls(options, course, executor, names, device, timeout, timings, started)
+
+    def __enter__(self) -> _Run:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.executor.close()
 
     def batch(self, gb: Gradebook, *, settled: Callable[[SubmissionResult], None] | None = None,
               on_start: Callable[[str, str], None] | None = None) -> _Batch:

@@ -133,7 +133,8 @@ class sandboxes:
 
     def __enter__(self) -> list[SandboxProcess]:
         for box in self.pool[:self.start]:
-            box.start()
+            if box.state == "new":  # one started earlier (the local executor's first) is kept
+                box.start()
         return self.pool
 
     def __exit__(self, *exc_info: object) -> None:

@@ -105,6 +105,9 @@ class SlurmExecutor:
             outcomes.failed(prepared[key], f"not graded on Slurm: {reason}")
         timings.update(tasks.chunk_timings(self.folder / MANIFEST))
 
+    def close(self) -> None:
+        """Nothing to release: the array's jobs end with ``run_chunks``."""
+
 
 @dataclass
 class _TaskClock:

@@ -104,37 +104,68 @@ def remove(removals: list[dict[str, Any]]) -> list[str]:
     done = []
     for removal in removals:
         text = message(removal)
-        files: dict[str, str] = {}
-        for name in removal.get("modules", []):
-            module = _loaded(name)
-            path = getattr(module, "__file__", None) if module else None
-            if module is None or not path:
-                continue
-            files[os.path.realpath(path)] = name
-            for value in vars(module).values():
+        files = _module_files(removal)
+        for name in files.values():
+            for value in vars(sys.modules[name]).values():
                 if isinstance(value, type) and value.__module__ == name:
                     _set_doc(value, text)
             done.append(name)
+        functions = _FOUND.get(tuple(files)) if files else []
+        if functions is None:  # not found ahead in the template: walk this process's objects
+            functions = _functions_from(files)
         stubs: dict[int, types.CodeType] = {}
-        where: dict[str, bool] = {}  # a code file name -> whether it is a removed module's file
-        function = types.FunctionType
-        for obj in gc.get_objects():
-            if type(obj) is not function:  # type(), not isinstance(): no __class__ property runs
-                continue
-            filename = obj.__code__.co_filename
-            if filename not in where:
-                where[filename] = _realpath(filename) in files
-            if where[filename]:
-                count = len(obj.__code__.co_freevars)
-                if count not in stubs:
-                    stubs[count] = _stub_code(count, text)
-                obj.__code__ = stubs[count].replace(co_name=obj.__code__.co_name,
-                                                    co_qualname=obj.__code__.co_qualname)
+        for obj in functions:
+            count = len(obj.__code__.co_freevars)
+            if count not in stubs:
+                stubs[count] = _stub_code(count, text)
+            obj.__code__ = stubs[count].replace(co_name=obj.__code__.co_name,
+                                                co_qualname=obj.__code__.co_qualname)
         for path in files:
             linecache.cache.pop(path, None)
         if removal.get("ops"):
             _override_operators(_op_names(removal["ops"]), text)
     return done
+
+
+# module files -> their functions, found by the template before it forks a notebook (find_ahead)
+_FOUND: dict[tuple[str, ...], list[types.FunctionType]] = {}
+
+
+def find_ahead(removals: list[dict[str, Any]]) -> None:
+    """In the template, before it forks a notebook: find the removed modules' functions once (a walk
+    of every object, a tenth of a second with torch loaded), not in every notebook's process. The
+    notebook's process is a fork: ``remove`` then changes the same objects there, and only there."""
+    for removal in removals:
+        files = _module_files(removal)
+        if files and tuple(files) not in _FOUND:
+            _FOUND[tuple(files)] = _functions_from(files)
+
+
+def _module_files(removal: dict[str, Any]) -> dict[str, str]:
+    """The removed modules' source files (real paths) -> module names, for those that load."""
+    files = {}
+    for name in removal.get("modules", []):
+        module = _loaded(name)
+        path = getattr(module, "__file__", None) if module else None
+        if module is not None and path:
+            files[os.path.realpath(path)] = name
+    return files
+
+
+def _functions_from(files: dict[str, str]) -> list[types.FunctionType]:
+    """Every function of this process whose code comes from one of ``files``."""
+    where: dict[str, bool] = {}  # a code file name -> whether it is one of ``files``
+    found = []
+    function = types.FunctionType
+    for obj in gc.get_objects():
+        if type(obj) is not function:  # type(), not isinstance(): no __class__ property runs
+            continue
+        filename = obj.__code__.co_filename
+        if filename not in where:
+            where[filename] = _realpath(filename) in files
+        if where[filename]:
+            found.append(obj)
+    return found
 
 
 def _loaded(name: str) -> types.ModuleType | None:

@@ -79,6 +79,26 @@ class CellStream(io.TextIOBase):
         return "utf-8"
 
 
+def warm_up() -> None:
+    """Pay once, in a template that forks notebook processes, what each one's first shell and first
+    traceback would pay again: IPython's completer and history modules, stack_data, pygments' lexer
+    tables and formatter, ``inspect``'s module-file map (a scan of every loaded module). Starts no
+    thread and leaves no shell behind."""
+    import sqlite3  # noqa: F401  (the shell's HistoryManager, even for ":memory:")
+
+    import IPython.core.completer  # noqa: F401
+    from IPython.core import ultratb
+    from IPython.core.interactiveshell import InteractiveShell
+
+    formatter = ultratb.AutoFormattedTB(mode=InteractiveShell.xmode.default_value,
+                                        theme_name=InteractiveShell.colors.default_value,
+                                        tb_offset=1)
+    try:
+        raise AssertionError("warm-up")
+    except AssertionError:
+        formatter.structured_traceback(*sys.exc_info())
+
+
 def make_shell(recorder: Recorder):
     """An InteractiveShell whose tracebacks, displays and results land in ``recorder``."""
     from IPython.core.displayhook import DisplayHook

@@ -74,6 +74,7 @@ def _warm_imports() -> dict:
 
     with FlopCounterMode(display=False):  # first use imports sympy and more
         torch.ones(2, 3, device="meta") @ torch.ones(3, 4, device="meta")
+    shell.warm_up()  # a failing cell's first traceback
     return {"torch": torch.__version__, "cuda_build": torch.version.cuda}
 
 
@@ -94,6 +95,7 @@ def template(control: socket.socket) -> None:
         header, blobs = wire.recv(control)  # the job's files
         job = json.loads(message)
         data, kill = (socket.socket(fileno=fd) for fd in fds)
+        removal.find_ahead(list(job.get("removed") or []))  # once per template, not per notebook
         status = _run_job(job, header, blobs, data, kill)
         _clean_up(status.pop("pid"))
         try:
