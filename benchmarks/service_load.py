@@ -183,8 +183,8 @@ async def burst(url: str, subs: list[Submission], *, concurrency: int, poll_s: f
                 if reply.status_code != 200:
                     continue
                 view = reply.json()
-                if poll_s <= 0:  # as the page (app.js): back off by the place in the queue
-                    wait = min(10.0, 1.0 + 0.05 * (view.get("position") or 0))
+                if poll_s <= 0:  # as the page (app.js): when the service says (poll_after_s)
+                    wait = float(view.get("poll_after_s") or 3.0)
                 if view["state"] in ("done", "failed"):
                     sub.done_at, sub.state, sub.score = time.monotonic(), view["state"], \
                         view.get("score")

@@ -198,3 +198,24 @@ def test_feedback_shown_follows_the_policy_before_and_after_the_due_date(course,
     hidden = submission_view(store.get(job), settings_with(course, feedback_before_due="none"),
                              store, T0)
     assert "score" not in hidden and "tests" not in hidden and hidden["state"] == "done"
+
+
+def test_a_submission_not_yet_graded_says_when_to_ask_again(course, store):
+    """``poll_after_s``: 1 s at the front, 0.1 s more per submission ahead, 30 s at most; none once
+    graded (the page, ``autograder submit`` and the load benchmark follow it)."""
+    from autograder.service.web import submission_view
+
+    settings = settings_with(course)
+    jobs = [store.add(student=f"s{n}", assignment="01_strides", notebook="01_strides.ipynb",
+                      content=b"{}", received_at=T0, late=False) for n in range(4)]
+    [claimed] = store.claim("w", 1)
+    views = [submission_view(store.get(job), settings, store, T0) for job in jobs]
+    assert [(v["state"], v.get("position"), v["poll_after_s"]) for v in views] == [
+        ("running", None, 1.0), ("queued", 0, 1.0), ("queued", 1, 1.1), ("queued", 2, 1.2)]
+    from autograder.service.web import poll_after_s
+
+    assert (poll_after_s(95), poll_after_s(5000)) == (10.5, 30.0)
+    store.finish(claimed.id, claimed.lease, score=1, max_score=10, feedback={"tests": [], "notices": []})
+    assert "poll_after_s" not in submission_view(store.get(jobs[0]), settings, store, T0)
+    page = (Path(__file__).resolve().parents[1] / "autograder/service/static/app.js").read_text()
+    assert "s.poll_after_s" in page and "50 * (s.position" not in page

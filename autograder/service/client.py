@@ -59,7 +59,7 @@ def submit(path: Path, *, url: str | None, wait: bool = True, timeout_s: float =
                 last = status.get("state")
             if status.get("state") in ("done", "failed", "error"):
                 return status
-            time.sleep(min(10.0, 1.0 + 0.05 * (status.get("position") or 0)))  # as the page does
+            time.sleep(float(status.get("poll_after_s") or 3.0))  # when the service says, as the page
     raise SubmitError(f"#{body['id']} was not graded within {timeout_s:g} s; see its page later")
 
 

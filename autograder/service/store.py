@@ -77,7 +77,8 @@ class SubmissionRow(_Base):
     student: Mapped[str] = mapped_column(String(128), index=True)
     assignment: Mapped[str] = mapped_column(String(128), index=True)
     notebook: Mapped[str] = mapped_column(String(256))  # file name, e.g. 01_strides.ipynb
-    content: Mapped[bytes] = mapped_column(LargeBinary)
+    # loaded only where it is read (a claim): a status poll or a history does not carry the notebook
+    content: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     sha256: Mapped[str] = mapped_column(String(64))
     received_at: Mapped[datetime] = mapped_column(DateTime, index=True)  # naive UTC
     late: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -376,14 +377,14 @@ class Store:
         with self.session() as s:
             return list(s.scalars(query))
 
-    def position(self, job_id: int) -> int | None:
-        """How many queued submissions are ahead of ``job_id`` (None unless it is queued)."""
+    def position(self, row: SubmissionRow) -> int | None:
+        """How many queued submissions are ahead of ``row`` (None unless it was queued when read):
+        one count, the row as the caller read it."""
+        if row.state != "queued":
+            return None
         with self.session() as s:
-            row = s.get(SubmissionRow, job_id)
-            if row is None or row.state != "queued":
-                return None
             return s.scalar(select(func.count()).select_from(SubmissionRow).where(
-                SubmissionRow.state == "queued", SubmissionRow.id < job_id)) or 0
+                SubmissionRow.state == "queued", SubmissionRow.id < row.id)) or 0
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:

@@ -15,8 +15,10 @@ SHARED: dict[str, tuple[str, ...]] = {
     "protocol": ("autograder.sandbox.channel", "autograder.sandbox.host", "autograder.grading"),
     # the framing and the values-only codec both ends speak
     "wire": ("autograder.sandbox.channel", "autograder.sandbox.host"),
-    # the cell timeout's exception and the skip tag, which the checker reads in cell sources
-    "shell": ("autograder.sandbox.channel", "autograder.grading.execute.checker"),
+    # the cell timeout's exception and the skip tag, which the checker reads in cell sources; the
+    # checker's template warms the first traceback with it (warm_up)
+    "shell": ("autograder.sandbox.channel", "autograder.grading.execute.checker",
+              "autograder.grading.execute.warm"),
     # namespaces, mounts and uids: the host enters them for the sandbox, the checker for itself
     "isolation": ("autograder.sandbox.host", "autograder.grading.execute.confine"),
     # observers a hidden check installs next to the student's code (they report; the check decides)

@@ -60,9 +60,10 @@
       const s = await reply.json();
       if (!reply.ok) throw new Error(s.error || reply.statusText);
       render(s);
-      // far back in the queue: ask less often (300 pages polling every second cost the grader CPU)
+      // not graded yet: ask again when the service says (later far back in the queue: a thousand
+      // pages asking every second cost the grader CPU)
       if (s.state === "queued" || s.state === "running")
-        setTimeout(poll, Math.min(10000, 1000 + 50 * (s.position || 0)));
+        setTimeout(poll, 1000 * (s.poll_after_s || 3));
     } catch (error) {
       document.getElementById("feedback").replaceChildren(el("p", "Could not load: " + error.message, "error"));
       setTimeout(poll, 3000);
