@@ -101,11 +101,6 @@ def test_the_local_pool_starts_a_sandbox_per_notebook_it_has_at_most(tmp_path, m
     assert len(started) == min(students, 2)
 
 
-def _opened(monkeypatch) -> list[object]:
-    """Every sandbox started in this test, so a test can see which are still running."""
-    return _counting(monkeypatch)
-
-
 def test_the_first_sandbox_starts_beside_the_template_before_the_probe(tmp_path, monkeypatch):
     """Both import torch, a core each: the sandbox does not wait for the template's probe."""
     from autograder_toy import make_toy_course
@@ -115,7 +110,7 @@ def test_the_first_sandbox_starts_beside_the_template_before_the_probe(tmp_path,
     from autograder.grading.local import LocalExecutor
 
     root = make_toy_course(tmp_path / "course")
-    started = _opened(monkeypatch)
+    started = _counting(monkeypatch)
     at_probe: list[int] = []
     real_probe = forkserver.probe_forkserver
     monkeypatch.setattr(forkserver, "probe_forkserver",
@@ -136,7 +131,7 @@ def test_a_run_refused_after_the_executor_opened_leaves_no_sandbox_running(tmp_p
 
     root = make_toy_course(tmp_path / "course")
     submit(root, "s0")
-    started = _opened(monkeypatch)
+    started = _counting(monkeypatch)
     with pytest.raises(Exception, match="no_such_assignment"):
         grade(course_root=root, assignments=["no_such_assignment"], allow_cpu=True, progress=False)
     assert len(started) == 1
@@ -153,7 +148,7 @@ def test_a_cpu_run_whose_first_sandbox_guessed_a_gpu_grades_in_one_without(tmp_p
     root = make_toy_course(tmp_path / "course")
     submit(root, "s0")
     monkeypatch.setattr(local, "_gpu_likely", lambda options: True)
-    started = _opened(monkeypatch)
+    started = _counting(monkeypatch)
     summary = grade(course_root=root, workers=2, device="cpu", allow_cpu=True, progress=False)
     assert [r.status for r in summary.results] == ["graded"]
     assert [box.gpu for box in started] == [True, False]
