@@ -23,7 +23,9 @@ be shared). ``--worker-nice N`` is an experiment: the service's worker with its 
 run, at niceness N, the web process at this script's.
 
 ``--worker-processes K``: the web process alone (``serve --no-worker``) and K ``autograder worker``
-processes, each with its own state folder as on K machines, sharing W sandboxes between them;
+processes, each with its own state folder as on K machines, sharing W sandboxes between them, and
+each told its share of the CPUs (``--cpus``, so that K processes do not each start the machine's
+worth of torch threads);
 ``--postgresql`` puts the queue on a private PostgreSQL cluster (``tests/postgres_cluster.py``).
 ``--faults`` (K >= 3): mid-burst the first worker's machine dies (``kill -9`` of its process group
 while a notebook runs), the second freezes (SIGSTOP for 2.5 leases while a notebook runs, then SIGCONT:
@@ -352,7 +354,12 @@ def run(args: argparse.Namespace, db_url: str | None) -> int:
     wrong = sum(s.variant != "reference" for s in subs)
     split = [args.workers // args.worker_processes + (i < args.workers % args.worker_processes)
              for i in range(args.worker_processes)]
-    where = (f"{args.worker_processes} worker processes ({'+'.join(map(str, split))} sandboxes) on "
+    cpus = len(os.sched_getaffinity(0))
+    # as on K machines, each worker process is told its share of this one's CPUs (--cpus: its
+    # notebooks' torch threads), not the whole machine K times over
+    shares = [max(1, round(cpus * n / args.workers)) for n in split]
+    where = (f"{args.worker_processes} worker processes ({'+'.join(map(str, split))} sandboxes, "
+             f"--cpus {'+'.join(map(str, shares))}) on "
              f"{'PostgreSQL' if db_url else 'SQLite'}{', with faults' if args.faults else ''}"
              if args.worker_processes else "the service's own worker")
     print(f"{args.students} students, one notebook each ({', '.join(ASSIGNMENTS)} alternating; "
@@ -370,7 +377,8 @@ def run(args: argparse.Namespace, db_url: str | None) -> int:
 
     def worker(index: int) -> WorkerProcess:
         return WorkerProcess(service_root, url, base / f"worker{index + 1}", logs[index],
-                             workers=split[index], lease_s=args.lease_s)
+                             workers=split[index], lease_s=args.lease_s,
+                             extra=("--cpus", str(shares[index])))
 
     workers = [worker(i) for i in range(args.worker_processes - bool(args.faults))]
     for process in workers:

@@ -153,3 +153,58 @@ def test_a_cpu_run_whose_first_sandbox_guessed_a_gpu_grades_in_one_without(tmp_p
     assert [r.status for r in summary.results] == ["graded"]
     assert [box.gpu for box in started] == [True, False]
     assert all(box.process.poll() is not None for box in started)
+
+
+def test_a_one_sandbox_pool_starts_the_next_notebook_before_it_records_the_last(tmp_path,
+                                                                                 monkeypatch):
+    """The parent's record (nbgrader's steps, the gradebook) overlaps the next notebook's run: a
+    worker with one sandbox keeps it busy instead of idle while it records."""
+    from autograder_toy import make_toy_course, submit
+
+    from autograder.grading import grade, record
+    from autograder.sandbox.host import SandboxProcess
+
+    root = make_toy_course(tmp_path / "course")
+    for n in range(3):
+        submit(root, f"s{n}")
+    events: list[str] = []
+    real_start, real_record = SandboxProcess.start_notebook, record.record
+
+    def start_notebook(box, *args, **kwargs):
+        events.append("start")
+        return real_start(box, *args, **kwargs)
+
+    def recorded(*args, **kwargs):
+        events.append("record")
+        return real_record(*args, **kwargs)
+
+    monkeypatch.setattr(SandboxProcess, "start_notebook", start_notebook)
+    monkeypatch.setattr(record, "record", recorded)
+    summary = grade(course_root=root, workers=1, allow_cpu=True, progress=False)
+    assert [r.status for r in summary.results] == ["graded"] * 3
+    assert [r.score for r in summary.results] == [summary.results[0].score] * 3
+    assert events == ["start", "start", "record", "start", "record", "record"]
+
+
+@pytest.mark.parametrize(("cpus", "workers", "threads"), [(1, 1, 1), (2, 1, 2), (2, 3, 1)])
+def test_each_notebook_gets_its_share_of_the_cpus_as_torch_threads(tmp_path, monkeypatch, cpus,
+                                                                    workers, threads):
+    """``--cpus`` / ``--workers`` torch threads per notebook, in the checker and the student's
+    process: three workers of one CPU each on one machine do not start two threads each."""
+    from autograder_toy import make_toy_course, submit
+
+    from autograder.grading import grade, local
+
+    root = make_toy_course(tmp_path / "course")
+    submit(root, "s0")
+    seen = []
+    real = local.execution_limits
+
+    def limits(*args, **kwargs):
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(local, "execution_limits", limits)
+    summary = grade(course_root=root, workers=workers, cpus=cpus, allow_cpu=True, progress=False)
+    assert [r.status for r in summary.results] == ["graded"]
+    assert [limit.threads for limit in seen] == [threads]

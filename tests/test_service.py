@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from service_course import Service, client, make_course, right_notebook, wait_graded, wrong_notebook
 
@@ -298,10 +299,12 @@ def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp
         counts = store.counts()
         assert counts["done"] >= 1 and counts["queued"] >= 2, counts
         assert _pids_of("autograder.service.worker", course, state)
-        service.kill()  # the serve process only: the worker must follow it by itself
-        deadline = time.monotonic() + 20
-        while _pids_of("autograder.service.worker", course, state) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        helpers = psutil.Process(service.process.pid).children(recursive=True)
+        assert any("multiprocessing" in _command(p) for p in helpers), \
+            "the uploads were parsed in the examiner's processes"
+        service.kill()  # the serve process only: the worker and the examiner follow it by themselves
+        _, alive = psutil.wait_procs(helpers, timeout=20)
+        assert not alive, [_command(p) for p in alive]
         assert not _pids_of("autograder.service.worker", course, state)
         service = Service(course, workers=1, port=service.port, state=state,
                           log=tmp_path / "serve.log", lease_s=4).start()
@@ -322,6 +325,13 @@ def test_sigkill_mid_queue_then_restart_grades_every_submission_once(course, tmp
         assert "worker exited with status -9" in log and "queued again" in log  # the killed one
     finally:
         service.stop()
+
+
+def _command(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())[:160]
+    except psutil.Error as error:  # gone, or a zombie not reaped yet
+        return f"pid {process.pid}: {type(error).__name__}"
 
 
 def _pids_of(module: str, course: Path, state: Path | None = None) -> list[int]:

@@ -214,8 +214,36 @@ def test_a_submission_not_yet_graded_says_when_to_ask_again(course, store):
         ("running", None, 1.0), ("queued", 0, 1.0), ("queued", 1, 1.1), ("queued", 2, 1.2)]
     from autograder.service.web import poll_after_s
 
-    assert (poll_after_s(95), poll_after_s(5000)) == (10.5, 30.0)
+    assert (poll_after_s(95), poll_after_s(5000)) == (10.5, 30.0)  # no pace yet
+    # with the queue's pace (seconds per graded submission): 80% of the time until its turn
+    assert [poll_after_s(p, 0.25) for p in (0, 2, 100, 1000)] == [1.0, 1.0, 20.0, 30.0]
     store.finish(claimed.id, claimed.lease, score=1, max_score=10, feedback={"tests": [], "notices": []})
     assert "poll_after_s" not in submission_view(store.get(jobs[0]), settings, store, T0)
     page = (Path(__file__).resolve().parents[1] / "autograder/service/static/app.js").read_text()
     assert "s.poll_after_s" in page and "50 * (s.position" not in page
+
+
+def test_the_queue_pace_is_read_from_recent_grades_at_most_every_few_seconds(store, monkeypatch):
+    """``Store.pace_s``: seconds per graded submission over the last minute (None with fewer than
+    five), one count per five seconds however many pages ask."""
+    from autograder.service import store as store_module
+
+    jobs = [store.add(student=f"s{n}", assignment="01_strides", notebook="01_strides.ipynb",
+                      content=b"{}", received_at=T0, late=False) for n in range(8)]
+    clock = [1000.0]
+    monkeypatch.setattr(store_module.time, "monotonic", lambda: clock[0])
+
+    def grade(count: int) -> None:
+        for job in store.claim("w", count):
+            assert store.finish(job.id, job.lease, score=1, max_score=1, feedback={})
+
+    grade(4)
+    assert store.pace_s() is None
+    grade(2)
+    assert store.pace_s() is None  # read less than five seconds ago
+    clock[0] += 5
+    assert store.pace_s() == pytest.approx(60 / 6)
+    grade(2)
+    assert store.pace_s() == pytest.approx(60 / 6)
+    clock[0] += 5
+    assert store.pace_s() == pytest.approx(60 / 8) and len(jobs) == 8

@@ -71,12 +71,13 @@ def test_no_default_or_flag_is_written_twice():
 
 
 def test_the_worker_receives_the_settings_as_serve_was_given_them(tmp_path):
-    given = {"timeout": 7.0, "device": "cpu", "allow_cpu": True, "workers": 3}
+    given = {"timeout": 7.0, "device": "cpu", "allow_cpu": True, "workers": 3, "cpus": 2}
     command = worker_command(ServeOptions(grading=given), tmp_path, tmp_path / "state", "sqlite://")
     assert command[1:3] == ["-m", "autograder.service.worker"]
     args = worker.command_line().parse_args(command[3:])
     options = GradeOptions.of(**args.grading)
-    assert (options.timeout, options.device, options.allow_cpu, options.workers) == (7.0, "cpu", True, 3)
+    assert (options.timeout, options.device, options.allow_cpu, options.workers, options.cpus) == (
+        7.0, "cpu", True, 3, 2)
     assert (options.notebook_timeout, options.memory_limit_gb) == (
         SETTINGS["notebook_timeout"].default, SETTINGS["memory_limit_gb"].default)
 
@@ -88,3 +89,19 @@ def test_a_wrong_setting_is_refused_before_it_reaches_the_worker():
         settings_json({"device": "tpu"})
     with pytest.raises(TypeError, match="'force' is not a setting of GradeOptions"):
         from_settings_json('{"force": true}')
+
+
+def test_the_cpus_a_run_shares_are_its_affinity_unless_given(monkeypatch):
+    """``--cpus``: several workers on one machine each take their share; without it, the CPUs this
+    process may run on (a container's or a task's CPU set), and one notebook per CPU."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert (GradeOptions().cpu_count, GradeOptions().worker_count) == (3, 3)
+    assert (GradeOptions(cpus=1).cpu_count, GradeOptions(cpus=1).worker_count) == (1, 1)
+    assert GradeOptions(cpus=4, workers=2).worker_count == 2
+    for wrong in (0, -1, 1.5, "2"):
+        with pytest.raises(Exception, match="--cpus must be a positive integer"):
+            GradeOptions(cpus=wrong)
+    with pytest.raises(Exception, match="--cpus is this machine's share; a Slurm array task"):
+        GradeOptions(cpus=2, executor="slurm")

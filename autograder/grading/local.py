@@ -2,7 +2,9 @@
 
 Up to ``workers`` notebooks at once, one bubblewrap sandbox each, a checker child per notebook
 (``execute/runner.py``). It asks the pipeline for the next submission only when a sandbox is about to
-be free, so sanitizing and recording (the parent) overlap with execution (the children).
+be free, so sanitizing and recording (the parent) overlap with execution (the children): when a
+notebook finishes, the next queued one starts on its sandbox (once the sandbox reports its clean-up)
+before the parent records the finished one, so even a one-sandbox worker keeps its sandbox busy.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class _End(enum.Enum):
 
 
 _END: Final = _End.END  # the end of ``work`` (None from a stream means "nothing now, ask again")
+# how long a finished notebook's sandbox may take to report its clean-up (milliseconds, usually)
+# before the parent records the notebook anyway; the next one then starts after the record
+CLEAN_UP_WAIT_S: Final = 0.1
 
 
 class LocalExecutor:
@@ -61,7 +66,7 @@ class LocalExecutor:
     def __init__(self, options: GradeOptions, course: Course) -> None:
         del course  # its folders reach the sandbox policy through options (trusted_folders)
         self.options = options
-        self.workers = max(1, options.workers or os.cpu_count() or 1)
+        self.workers = options.worker_count
         self._probe: ForkserverProbe | None = None
         forkserver.start_forkserver()  # its imports overlap with the course checks
         # the first sandbox imports torch beside the template (a core each) instead of after the
@@ -96,7 +101,7 @@ class LocalExecutor:
         probe = self._probe or forkserver.probe_forkserver()
         limits = execution_limits(probe, memory_limit_gb=self.options.memory_limit_gb,
                                   device_used=device_used, workers=self.workers,
-                                  cpus=os.cpu_count() or 1, confined=self.options.sandbox,
+                                  cpus=self.options.cpu_count, confined=self.options.sandbox,
                                   hidden=trusted_folders(self.options))
         pool = [self._sandbox(gpu=device_used == "cuda") for _ in range(self.workers)]
         early, self._early = self._early, None
@@ -115,30 +120,52 @@ class LocalExecutor:
             runner, waiting = NotebookRunner(pool, limits=limits), True
             try:
                 while more or queue or runner.running:
-                    while more and len(queue) < self.workers:  # sanitize ahead of the workers
-                        submission = next(work, _END)
-                        if submission is _END:
-                            more = False
-                            break
-                        if submission is None:  # a stream with nothing to run now
-                            break
-                        queue.extend((submission, nb_run) for nb_run in submission.notebooks)
+                    more = more and _sanitize_ahead(work, queue, self.workers)
                     free = runner.free_sandboxes(wanted=len(queue))
                     if waiting:  # the pool's other sandboxes are starting beside the first
                         wait_for_a_sandbox(pool)
                         timings["setup"] += time.monotonic() - started
                         free, waiting = runner.free_sandboxes(wanted=len(queue)), False
-                    while queue and free:  # execute: a checker child per notebook, its sandbox
-                        submission, nb_run = queue.popleft()
-                        outcomes.starting(submission)
-                        runner.start(free.pop(), (submission, nb_run.name),
-                                     program=nb_run.require_program(), workdir=str(submission.stage),
-                                     files=functools.partial(companion_files, submission.stage))
+                    if _start_queued(runner, queue, free, outcomes):  # the next ones meanwhile
+                        more = more and _sanitize_ahead(work, queue, self.workers)
                     runner.wait(timeout=0.2)
-                    for (submission, name), outcome in runner.finished():  # check, score, record
+                    finished = runner.finished()
+                    if finished and queue:  # the next notebooks first, then record these meanwhile
+                        runner.await_clean_up(timeout=CLEAN_UP_WAIT_S)
+                        _start_queued(runner, queue, runner.free_sandboxes(wanted=len(queue)),
+                                      outcomes)
+                    for (submission, name), outcome in finished:  # check, score, record
                         outcomes.executed(submission, name, outcome)
             finally:
                 runner.close()
+
+
+def _sanitize_ahead(work: Iterator[Submission | None],
+                    queue: deque[tuple[Submission, NotebookRun]], workers: int) -> bool:
+    """Take submissions from ``work`` (the pipeline sanitizes each as it is asked) until ``workers``
+    notebooks wait in ``queue`` or a stream has nothing now; False once ``work`` has ended."""
+    while len(queue) < workers:
+        submission = next(work, _END)
+        if submission is _END:
+            return False
+        if submission is None:  # a stream with nothing to run now
+            break
+        queue.extend((submission, nb_run) for nb_run in submission.notebooks)
+    return True
+
+
+def _start_queued(runner: NotebookRunner, queue: deque[tuple[Submission, NotebookRun]],
+                  free: list[SandboxProcess], outcomes: Outcomes) -> int:
+    """Execute queued notebooks on the free sandboxes, a checker child each; how many started."""
+    count = 0
+    while queue and free:
+        submission, nb_run = queue.popleft()
+        outcomes.starting(submission)
+        runner.start(free.pop(), (submission, nb_run.name), program=nb_run.require_program(),
+                     workdir=str(submission.stage),
+                     files=functools.partial(companion_files, submission.stage))
+        count += 1
+    return count
 
 
 def _gpu_likely(options: GradeOptions) -> bool:

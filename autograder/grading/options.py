@@ -51,6 +51,10 @@ class GradeOptions:
     workers: int | None = setting(
         None, "--workers", "notebooks at once (default: CPUs; with --executor slurm, per array task)",
         metavar="N")
+    cpus: int | None = setting(
+        None, "--cpus", "CPUs this run's notebooks share, for their torch threads (cpus / workers "
+        "each; default: the CPUs this process may run on; give each worker its share when several "
+        "share a machine)", metavar="N")
     device: str = setting("auto", "--device", "auto: CUDA when present", choices=DEVICES)
     allow_cpu: bool | None = setting(
         None, "--allow-cpu", "run GPU-only checks on CPU (default: AUTOGRADER_ALLOW_CPU of the process)")
@@ -82,6 +86,11 @@ class GradeOptions:
             raise DeviceError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if self.workers is not None and (type(self.workers) is not int or self.workers < 1):
             raise GradingError(f"--workers must be a positive integer, got {self.workers!r}")
+        if self.cpus is not None and (type(self.cpus) is not int or self.cpus < 1):
+            raise GradingError(f"--cpus must be a positive integer, got {self.cpus!r}")
+        if self.cpus is not None and self.executor == "slurm":
+            raise GradingError("--cpus is this machine's share; a Slurm array task has the CPUs "
+                               "Slurm gives it (--cpus-per-task)")
         if self.memory_limit_gb is not None and self.memory_limit_gb < 0:
             raise GradingError(f"--memory-limit must be >= 0 GB, got {self.memory_limit_gb!r}")
 
@@ -101,6 +110,17 @@ class GradeOptions:
         if self.allow_cpu is not None:
             return self.allow_cpu
         return os.environ.get(ALLOW_CPU_ENV) == "1"
+
+    @property
+    def cpu_count(self) -> int:
+        """The CPUs the notebooks share: ``cpus``, else those this process may run on (its affinity:
+        a container's or Slurm's CPU set, not the whole machine's)."""
+        return self.cpus or len(os.sched_getaffinity(0)) or 1
+
+    @property
+    def worker_count(self) -> int:
+        """Notebooks at once: ``workers``, else one per CPU."""
+        return self.workers or self.cpu_count
 
     @property
     def memory_limit_bytes(self) -> int | None:

@@ -25,31 +25,44 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MESSAGE_CHARS = 4000  # of one test's message
 
 
-def graded_feedback(db_url: str, course_id: str, *, student: str, assignment: str,
-                    notebooks: dict[str, Path], reasons: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``{"score", "max_score", "tests": [...], "notices": [...]}`` of one graded submission."""
+def graded_feedback(gb: Gradebook, *, student: str, assignment: str, notebooks: dict[str, Path],
+                    reasons: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``{"score", "max_score", "tests": [...], "notices": [...]}`` of one graded submission.
+
+    ``gb``: the workspace's gradebook, kept open by its caller (a new one per submission compiles
+    every query again: 12-24 ms); each call reads in a session of its own, so it sees what was
+    recorded since, and ends it (no read transaction is left open on the workspace's SQLite file)."""
+    gb.db.remove()  # nothing loaded before is handed back unchanged
+    try:
+        return _feedback(gb, student=student, assignment=assignment, notebooks=notebooks,
+                         reasons=reasons)
+    finally:
+        gb.db.remove()
+
+
+def _feedback(gb: Gradebook, *, student: str, assignment: str, notebooks: dict[str, Path],
+              reasons: tuple[str, ...]) -> dict[str, Any]:
     tests: list[dict[str, Any]] = []
     hidden_text: set[str] = set()
     score = max_score = 0.0
-    with Gradebook(db_url, course_id) as gb:
-        for notebook, path in notebooks.items():
-            cells, language = _grade_cells(path)
-            for source_cell in cells.values():
-                hidden_text |= hidden_lines(source_cell.source)
-            try:
-                graded = gb.find_submission_notebook(notebook, assignment, student)
-            except MissingEntry:
-                continue
-            for grade in sorted(graded.grades, key=lambda g: _order(cells, g.name)):
-                points = float(grade.score or 0.0)
-                top = float(grade.max_score or 0.0)
-                cell = cells.get(grade.name)
-                tests.append({"name": grade.name, "notebook": notebook, "points": points,
-                              "max_points": top, "passed": points >= top,
-                              "hidden": bool(cell is not None and hidden_region(cell.source)),
-                              "message": _message(cell, language) if points < top else None})
-                score += points
-                max_score += top
+    for notebook, path in notebooks.items():
+        cells, language = _grade_cells(path)
+        for source_cell in cells.values():
+            hidden_text |= hidden_lines(source_cell.source)
+        try:
+            graded = gb.find_submission_notebook(notebook, assignment, student)
+        except MissingEntry:
+            continue
+        for grade in sorted(graded.grades, key=lambda g: _order(cells, g.name)):
+            points = float(grade.score or 0.0)
+            top = float(grade.max_score or 0.0)
+            cell = cells.get(grade.name)
+            tests.append({"name": grade.name, "notebook": notebook, "points": points,
+                          "max_points": top, "passed": points >= top,
+                          "hidden": bool(cell is not None and hidden_region(cell.source)),
+                          "message": _message(cell, language) if points < top else None})
+            score += points
+            max_score += top
     result: dict[str, Any] = {"score": score, "max_score": max_score, "tests": tests,
                               "notices": [_clip(r) for r in reasons]}
     return _without_hidden_source(result, hidden_text)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ MAX_ATTEMPTS = 2  # grader failures (a worker's death, a fault before the studen
 # the submission is marked "error" for the staff
 LEASE_S = 60.0  # how long a claim lives without a heartbeat (the worker renews it every LEASE_S / 4)
 STATES = ("queued", "running", "done", "failed", "error")
+PACE_WINDOW_S, PACE_LEAST, PACE_EVERY_S = 60.0, 5, 5.0  # Store.pace_s: how the queue's pace is read
 COUNTED = ("queued", "running", "done", "failed")  # states that count against a student's limit
 
 
@@ -157,8 +159,11 @@ class Store:
         self.url = url
         self.lease = timedelta(seconds=lease_s)
         self.sqlite = url.startswith("sqlite")
+        self._pace: tuple[float, float | None] | None = None  # (monotonic, pace_s()) last read
         self.engine: Engine = create_engine(url, connect_args={"timeout": 30} if self.sqlite else {})
         self.writer: Engine = self.engine
+        self.reader: Engine = self.engine if self.sqlite else \
+            create_engine(url, isolation_level="AUTOCOMMIT")
         if self.sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             self.writer = create_engine(url, connect_args={"timeout": 30})
@@ -172,6 +177,14 @@ class Store:
             except (IntegrityError, ProgrammingError):
                 if attempt == 2:
                     raise
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for one read statement, in no transaction of its own: on PostgreSQL an
+        autocommit connection, so a status poll (token, row, place: three reads) sends no BEGIN or
+        COMMIT (SQLite's driver sends none for a read anyway)."""
+        with Session(self.reader, expire_on_commit=False) as session:
+            yield session
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:
@@ -198,7 +211,7 @@ class Store:
     def received_since(self, student: str, assignment: str, since: datetime) -> list[datetime]:
         """When ``student`` submitted ``assignment`` since ``since`` (oldest first); a submission the
         grader failed on (``error``) is not counted."""
-        with self.session() as s:
+        with self.read() as s:
             return list(s.scalars(select(SubmissionRow.received_at).where(
                 SubmissionRow.student == student, SubmissionRow.assignment == assignment,
                 SubmissionRow.received_at >= since, SubmissionRow.state.in_(COUNTED))
@@ -361,7 +374,7 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, job_id: int) -> SubmissionRow | None:
-        with self.session() as s:
+        with self.read() as s:
             return s.get(SubmissionRow, job_id)
 
     def history(self, student: str | None = None, assignment: str | None = None,
@@ -374,7 +387,7 @@ class Store:
             query = query.where(SubmissionRow.assignment == assignment)
         if limit is not None:
             query = query.limit(limit)
-        with self.session() as s:
+        with self.read() as s:
             return list(s.scalars(query))
 
     def position(self, row: SubmissionRow) -> int | None:
@@ -382,12 +395,26 @@ class Store:
         one count, the row as the caller read it."""
         if row.state != "queued":
             return None
-        with self.session() as s:
+        with self.read() as s:
             return s.scalar(select(func.count()).select_from(SubmissionRow).where(
                 SubmissionRow.state == "queued", SubmissionRow.id < row.id)) or 0
 
+    def pace_s(self, *, window_s: float = PACE_WINDOW_S) -> float | None:
+        """Seconds per graded submission over the last ``window_s`` (all workers together), None
+        while fewer than ``PACE_LEAST`` finished in it. Read at most every ``PACE_EVERY_S`` by
+        one Store: a thousand pages asking cost one count."""
+        now = time.monotonic()
+        if self._pace is not None and now - self._pace[0] < PACE_EVERY_S:
+            return self._pace[1]
+        with self.read() as s:
+            finished = s.scalar(select(func.count()).select_from(SubmissionRow).where(
+                SubmissionRow.finished_at >= utcnow() - timedelta(seconds=window_s))) or 0
+        pace = window_s / finished if finished >= PACE_LEAST else None
+        self._pace = (now, pace)
+        return pace
+
     def counts(self) -> dict[str, int]:
-        with self.session() as s:
+        with self.read() as s:
             rows = s.execute(select(SubmissionRow.state, func.count())
                              .group_by(SubmissionRow.state)).all()
         return {state: 0 for state in STATES} | {state: n for state, n in rows}
@@ -409,7 +436,7 @@ class Store:
 
     def token_user_by_digest(self, token_digest: str) -> tuple[str, bool] | None:
         """(user, instructor) of a valid token given its SHA-256, or None."""
-        with self.session() as s:
+        with self.read() as s:
             row = s.scalar(select(TokenRow).where(TokenRow.digest == token_digest,
                                                   ~TokenRow.revoked))
             return None if row is None else (row.user, row.instructor)

@@ -31,6 +31,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -51,12 +52,14 @@ from autograder.service.intake import (
     examine,
     too_large,
 )
+from autograder.service.lifetime import die_with_parent
 from autograder.service.policy import iso
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, SubmissionRow, as_utc, digest, utcnow
 
 HERE = Path(__file__).parent
 COOKIE = "autograder-session"
+POLL_SHARE = 0.8  # poll_after_s: of the time until a submission's turn, how much a page waits
 MAX_ID = 2**62  # larger ids in a URL are "not found", never an integer overflow in the database
 _EXAMINER: ProcessPoolExecutor | None = None
 
@@ -66,7 +69,11 @@ def examiner() -> ProcessPoolExecutor:
     never the event loop that answers everyone else."""
     global _EXAMINER
     if _EXAMINER is None:
-        _EXAMINER = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+        # its processes end with this one, even after a kill -9 (and then so does the pool's
+        # resource tracker: the last writer of its pipe is gone)
+        _EXAMINER = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=die_with_parent,
+                                        initargs=(signal.SIGKILL, os.getpid()))
     return _EXAMINER
 
 
@@ -197,12 +204,14 @@ class _Json(_Base):
 
 # -- views of the queue ------------------------------------------------------------------------
 
-def poll_after_s(position: int | None) -> float:
-    """When a page should ask again about a submission not yet graded: 1 s at the front, a tenth of
-    a second more per submission ahead, at most 30 s. The place shrinks between two questions faster
-    than the wait, so the last one comes about a second after the grade; a thousand pages at the back
-    of a queue ask half as often as at a flat 1 + 0.05 per place capped at 10 s."""
-    return round(min(30.0, 1.0 + 0.1 * (position or 0)), 1)
+def poll_after_s(position: int | None, pace_s: float | None = None) -> float:
+    """When a page should ask again about a submission not yet graded, 1 to 30 s. With the queue's
+    pace (seconds per graded submission, ``Store.pace_s``): 80% of the time until its turn, so each
+    question finds the place about five times shorter and the last one comes about a second after the
+    grade; before there is a pace, 1 s plus a tenth of a second per submission ahead."""
+    places = position or 0
+    wait = POLL_SHARE * places * pace_s if pace_s is not None else 1.0 + 0.1 * places
+    return round(min(30.0, max(1.0, wait)), 1)
 
 
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
@@ -215,7 +224,8 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
     if row.state == "queued":
         view["position"] = store.position(row)
     if row.state in ("queued", "running"):
-        view["poll_after_s"] = poll_after_s(view.get("position"))
+        view["poll_after_s"] = poll_after_s(view.get("position"),
+                                             store.pace_s() if view.get("position") else None)
     if row.state in ("failed", "error") or (row.state == "queued" and row.reason):
         view["reason"] = row.reason  # "error": the grader's; queued with a reason: being retried
     if row.state == "done":

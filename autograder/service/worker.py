@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import faulthandler
 import fcntl
 import logging
@@ -32,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbgrader.api import Gradebook
+
 from autograder.course import load_course
 from autograder.errors import DeviceError
 from autograder.grading import (
@@ -44,6 +45,7 @@ from autograder.grading import (
 )
 from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
+from autograder.service.lifetime import die_with_parent
 from autograder.service.results import graded_feedback
 from autograder.service.settings import WORKER_NICE, ServiceSettings
 from autograder.service.store import LEASE_S, ClaimedSubmission, Store, default_url
@@ -84,6 +86,7 @@ class Worker:
         if options.gpu:
             require_cuda()
         self.skip: tuple[str, ...] = ()  # assignments left to workers with a GPU
+        self._gradebook: Gradebook | None = None  # the workspace's, for feedback (_read_gradebook)
 
     def run(self, stop: threading.Event) -> None:
         log.info("%s: grading (pid %d, leases of %g s)", self.id, os.getpid(), self.options.lease_s)
@@ -92,6 +95,7 @@ class Worker:
                                      name="lease heartbeat")
         heartbeat.start()
         while not stop.is_set():
+            self.close_gradebook()  # prepare() may make the workspace's gradebook anew
             self.workspace.prepare()
             self._route()
             grade_options = self._grade_options()
@@ -143,17 +147,19 @@ class Worker:
 
     # -- local: one stream ------------------------------------------------------------------------
     def _requests(self, stop: threading.Event) -> Iterator[tuple[str, str] | None]:
-        capacity = 2 * max(1, self.grading.workers or os.cpu_count() or 1)
+        capacity = 2 * self.grading.worker_count
         checked = time.monotonic()
         while not stop.is_set():
             if time.monotonic() - checked > RECHECK_S:
                 checked = time.monotonic()
                 if definitions_fingerprint(self.course) != self.workspace._fingerprint:
                     return  # the course changed its assignments: mirror again, then go on
-            jobs = self.store.claim(self.id, capacity - len(self.inflight), skip=self.skip) \
-                if len(self.inflight) < capacity else []
+            if len(self.inflight) >= capacity:
+                yield None  # full: the stream waits on its running notebooks, not here
+                continue
+            jobs = self.store.claim(self.id, capacity - len(self.inflight), skip=self.skip)
             if not jobs:
-                time.sleep(IDLE_S)
+                time.sleep(IDLE_S)  # the queue is empty: do not ask the database again at once
                 yield None
                 continue
             for job in jobs:  # all of them now: a claim waiting its turn is renewed too
@@ -193,8 +199,7 @@ class Worker:
             return
         stem = Path(job.notebook).stem
         feedback = graded_feedback(
-            self.workspace.db_url, self.course.course_id, student=job.student,
-            assignment=job.assignment,
+            self._read_gradebook(), student=job.student, assignment=job.assignment,
             notebooks={stem: self.workspace.autograded(job.student, job.assignment, job.notebook)},
             reasons=result.reasons)
         if self.store.finish(job.id, job.lease, score=result.score, max_score=result.max_score,
@@ -202,6 +207,17 @@ class Worker:
             self._land_if_best(job, result.score)
         else:
             self._lease_lost(job)
+
+    def _read_gradebook(self) -> Gradebook:
+        """The workspace's gradebook, kept open between submissions (its compiled queries too)."""
+        if self._gradebook is None:
+            self._gradebook = Gradebook(self.workspace.db_url, self.course.course_id)
+        return self._gradebook
+
+    def close_gradebook(self) -> None:
+        if self._gradebook is not None:
+            self._gradebook.close()
+            self._gradebook = None
 
     def _lease_lost(self, job: ClaimedSubmission) -> None:
         log.warning("%s: submission %d: the lease expired before its result (refused); another "
@@ -247,14 +263,6 @@ class Worker:
             self.store.fault(job.id, job.lease, "grading returned no result for this submission")
 
 
-def _die_with_parent() -> None:
-    """Linux: this process gets SIGTERM when the ``serve`` process that started it dies (kill -9)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def require_cuda() -> None:
     """``--gpu`` is a promise to the queue: checked with this environment's torch, in a child (the
     worker itself never initialises CUDA)."""
@@ -294,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a stuck worker is, on stderr
     if args.with_parent:
-        _die_with_parent()
+        die_with_parent(signal.SIGTERM)  # the serve process that started it (kill -9 too)
     stop = threading.Event()
 
     def stopped(*_: object) -> None:
@@ -313,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         except WorkerStopped:
             pass
         finally:
+            worker.close_gradebook()
             released = worker.store.release(worker.id)
             if released:
                 log.info("%s: stopped; %d running submission(s) back in the queue", worker.id,

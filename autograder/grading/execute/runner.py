@@ -23,6 +23,7 @@ This module imports neither nbformat nor nbgrader: an array task pays only for w
 
 from __future__ import annotations
 
+import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +99,21 @@ class NotebookRunner:
         """Block until a checker or a sandbox has something to say, or ``timeout`` seconds pass."""
         forkserver.wait_any([slot.run for slot in self.running], timeout=timeout,
                          extra=[box.control for box in self.pool if box.control is not None])
+
+    def await_clean_up(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the sandboxes whose notebook has just finished to
+        report their clean-up ("done", milliseconds after the checker's end): the caller can start
+        the next notebooks before it records the finished ones."""
+        deadline = time.monotonic() + timeout
+        while True:
+            cleaning = [box for box in self.pool if box.control is not None and box.state == "busy"
+                        and box.finished_at is not None]
+            left = deadline - time.monotonic()
+            if not cleaning or left <= 0:
+                return
+            select.select(cleaning, [], [], left)
+            for box in cleaning:
+                box.pump()
 
     def finished(self) -> list[tuple[Any, NotebookOutcome]]:
         """Enforce the limits of the running notebooks; return ``(tag, outcome)`` of each one that
