@@ -9,7 +9,8 @@ students s000... on the roster), starts ``autograder serve`` on it standalone (`
 tokens, W workers), and lets every student submit one notebook in the same instant from a bounded
 asyncio client (``lean_http``: C keep-alive connections, a tenth of httpx's CPU per request): students alternate between the two assignments, four in five
 submit the reference solution and every fifth one of the catalogue's wrong answers (in turn). Each
-student then polls its submission as the page does (every S seconds) until it is done, while a probe on
+student then polls its submission as the page does (when the service says: ``poll_after_s``; or every
+S seconds with ``--poll-interval S``) until it is done, while a probe on
 its own connection asks for a status (``GET api/submissions/<id>``) back to back, 10 times a second,
 for the whole burst. Checks that all N were accepted (202) and graded exactly once (the service's
 database: N rows, each ``done`` with ``graded_count == 1``). Then grades the same N notebooks with
@@ -310,7 +311,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=50, help="client connections")
     parser.add_argument("--poll-interval", type=float, default=0.0, metavar="S",
                         help="each student's status polling every S seconds (default 0: as the "
-                             "page does, 1 s plus 50 ms per submission ahead, at most 10 s)")
+                             "page does, when the service says: poll_after_s)")
     parser.add_argument("--deadline", type=float, default=3600.0, metavar="S",
                         help="give up on submissions not graded by then")
     parser.add_argument("--worker-nice", type=int, default=None, metavar="N",
