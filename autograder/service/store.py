@@ -399,17 +399,17 @@ class Store:
             return s.scalar(select(func.count()).select_from(SubmissionRow).where(
                 SubmissionRow.state == "queued", SubmissionRow.id < row.id)) or 0
 
-    def pace_s(self, *, window_s: float = PACE_WINDOW_S) -> float | None:
-        """Seconds per graded submission over the last ``window_s`` (all workers together), None
-        while fewer than ``PACE_LEAST`` finished in it. Read at most every ``PACE_EVERY_S`` by
+    def pace_s(self) -> float | None:
+        """Seconds per graded submission over the last ``PACE_WINDOW_S`` (all workers together),
+        None while fewer than ``PACE_LEAST`` finished in it. Read at most every ``PACE_EVERY_S`` by
         one Store: a thousand pages asking cost one count."""
         now = time.monotonic()
         if self._pace is not None and now - self._pace[0] < PACE_EVERY_S:
             return self._pace[1]
         with self.read() as s:
             finished = s.scalar(select(func.count()).select_from(SubmissionRow).where(
-                SubmissionRow.finished_at >= utcnow() - timedelta(seconds=window_s))) or 0
-        pace = window_s / finished if finished >= PACE_LEAST else None
+                SubmissionRow.finished_at >= utcnow() - timedelta(seconds=PACE_WINDOW_S))) or 0
+        pace = PACE_WINDOW_S / finished if finished >= PACE_LEAST else None
         self._pace = (now, pace)
         return pace
 
