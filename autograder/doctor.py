@@ -183,7 +183,11 @@ def _check_checker(course_root: Path) -> str:
             try:
                 os.close(read)
                 done = confine(workdir=os.path.join(scratch, "work"), scratch=scratch, hidden=(course,))
-                seen = {"done": done, "course": os.listdir(course), "uid": os.geteuid()}
+                try:
+                    listed = os.listdir(course)
+                except (FileNotFoundError, PermissionError):  # a course under a private /tmp: not there
+                    listed = []
+                seen = {"done": done, "course": listed, "uid": os.geteuid()}
             except Exception as error:  # noqa: BLE001 - reported
                 seen = {"error": f"{type(error).__name__}: {error}"}
             os.write(write, json.dumps(seen).encode())
