@@ -219,7 +219,7 @@ SHARED_WORKER = {module: "catalogue+slurm" for module in (
     "test_service_slurm")}
 #: The longest units go first, so that neither worker is left with one of them at the end
 #: (figures from ``--durations``; every other module follows in file order).
-LONGEST_FIRST = ("catalogue+slurm", "test_nbgrader_parity", "test_publish", "test_service",
+LONGEST_FIRST = ("catalogue+slurm", "test_term", "test_nbgrader_parity", "test_publish", "test_service",
                  "test_tamper", "test_service_workers", "test_autograder_robustness", "test_i18n_grading")
 
 

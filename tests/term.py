@@ -163,11 +163,11 @@ def _blocked_directories(paths: list[Path]) -> dict[Path, set[str]]:
     blocked: dict[Path, set[str]] = {}
     for path in paths:
         parts = Path(path).resolve().parts
-        for depth in range(1, len(parts)):
-            folder = Path(*parts[:depth])
-            if not folder.stat().st_mode & stat.S_IXOTH:
-                blocked.setdefault(folder, set()).add(parts[depth])
-                break
+        closed = [depth for depth in range(1, len(parts)) if not Path(*parts[:depth]).stat().st_mode & stat.S_IXOTH]
+        assert len(closed) <= 1, (f"{path}: more than one folder on the way others cannot cross "
+                                  f"({[str(Path(*parts[:d])) for d in closed]}); use a path with at most one")
+        for depth in closed:
+            blocked.setdefault(Path(*parts[:depth]), set()).add(parts[depth])
     return blocked
 
 

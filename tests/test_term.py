@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from fake_canvas import FakeCanvas, canvas_user
@@ -33,11 +35,16 @@ def canvas():
 
 def _term(tmp_path, canvas, *, plain_user: bool) -> None:
     fake, ids, users = canvas
-    term = Term(tmp_path / "term", plain_user=plain_user)
+    # pytest's tmp_path is private to root at three levels; the plain user's term lives in its own folder
+    base = Path(tempfile.mkdtemp(prefix="term-")) if plain_user else tmp_path
+    base.chmod(0o755)
+    term = Term(base / "term", plain_user=plain_user)
     try:
         play(term, fake, ids, users)
     finally:
         term.stop()
+        if plain_user:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def _can_switch_users() -> str | None:
