@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -135,6 +136,28 @@ def _job_ring(rank: int, world: int) -> dict:
     dist.all_reduce(reference)  # gloo's own all-reduce, for the result
     sent = _ring_all_reduce(mine)
     return {"bytes": values * 4, "sent": sent, "same_as_all_reduce": bool(torch.equal(mine, reference))}
+
+
+ALPHA_BETA_SIZES = [2**k for k in range(10, 27, 2)]  # bytes: 1 KiB, 4 KiB, ..., 64 MiB
+
+
+def _job_alpha_beta(rank: int, world: int) -> dict:
+    """Seconds of gloo's all_reduce of float32 tensors of each size in ALPHA_BETA_SIZES: every call timed on
+    its own after a barrier (so that all ranks start together), the fastest of several calls per size (the
+    machine's own cost; slower calls were interrupted by other work on a shared machine)."""
+    times = {}
+    for nbytes in ALPHA_BETA_SIZES:
+        tensor = torch.ones(nbytes // 4)
+        reps = max(8, min(40, 2**24 // nbytes))
+        dist.all_reduce(tensor)  # warm-up: buffers and connections for this size
+        samples = []
+        for _ in range(reps):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            samples.append(time.perf_counter() - start)
+        times[nbytes] = min(samples)
+    return {"sizes": ALPHA_BETA_SIZES, "seconds": [times[n] for n in ALPHA_BETA_SIZES]}
 
 
 def _job_ddp(rank: int, world: int) -> dict:
@@ -373,7 +396,8 @@ def _job_pipeline(rank: int, world: int) -> dict:
 
 
 JOBS = {"ring": _job_ring, "ddp": _job_ddp, "zero1": _job_zero1, "fsdp": _job_fsdp, "fsdp_bf16": _job_fsdp_bf16,
-        "fsdp_keep": _job_fsdp_keep, "tensor_parallel": _job_tensor_parallel, "pipeline": _job_pipeline}
+        "fsdp_keep": _job_fsdp_keep, "tensor_parallel": _job_tensor_parallel, "pipeline": _job_pipeline,
+        "alpha_beta": _job_alpha_beta}
 
 
 def _worker(rank: int, world: int, jobs: list[str], folder: str) -> None:

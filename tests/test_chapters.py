@@ -690,6 +690,33 @@ RETIRED_STATEMENTS = {
     "the elementwise part a handful, yet it takes longer:": "on a CPU (d = 16) it is 32 FLOPs against 10",
     "a large share of the time, a quarter or more:": "a quarter is its share of the FLOPs at d = 16; compare with that",
     "As in GPT-2,\nweights start": "GPT-2's released code used 0.01 for wpe; 1/sqrt(2L) is the paper's (and nanoGPT's)",
+    # issue 43: the errata of the turn-5 audit
+    "The cheapest plan that fits is autocast with the attention scores recomputed":
+        "autocast alone fits at 4 x 16 with no extra FLOPs; recomputation costs 3.1%",
+    "clear it\nby 4%, the thin margin found above.": "only with gradient_as_bucket_view=True; default buckets: 14 fit",
+    "whether training tolerates that is a question":
+        "a linear absmax code zeroes small second moments; 8-bit Adam needs a non-linear code",
+    "### Fragmentation: memory the allocator holds but cannot use":
+        "wholly free segments are released before an OOM; fragmentation is free space beside live blocks",
+    "del blocks                                    # 800 MiB freed":
+        "freeing whole segments shows cached memory, not fragmentation",
+    "the bandwidth ratio, since nothing else limits": "a batch-1 decode of GPT-2 XL is launch-bound in eager PyTorch",
+    "so it runs at the compute peak, which\nthe two GPUs share":
+        "right of the ridge the peak is a bound; the H200 speeds up the memory-bound parts",
+    "Host DRAM copy of 64 MiB, one thread": "copy_ ran on torch's default thread count",
+    "1. Only the matmul input.": "Adam's moments can be bfloat16 (ch09, DeepSeek-V3)",
+    "8-way tensor parallelism spends": "GPT-2 XL's 25 heads do not divide by 8",
+    "Each of these all-reduces sits on the critical path: the next layer needs the summed output, so nothing":
+        "Megatron-LM and async TP overlap part of these all-reduces",
+    "pays its latency only $\\log_2 n$ times": "the tree's latency term is 2 log2(n) alpha",
+    "AdamW's step allocates a\nfew temporaries of its own": "foreach AdamW (the CUDA default) allocates 4N bytes",
+    "each of their eight lines reads what the\nprevious one wrote": "about 80 B of traffic; lerp_ reads m and g",
+    "What a program can allocate is what CUDA reports": "the CUDA context comes out of total_memory",
+    "lets a program allocate about 79.1 GiB": "79.1 GiB is the total CUDA reports; the context takes a part",
+    "== 307 == round(2 * 48 * 1600 * 2 / 1e3)": "the formula re-typed is no check",
+    "== round(bandwidth_gain, 2) == 1.43": "the same bytes over two bandwidths: the ratio by construction",
+    "2 * t_star[link, \"DDP, bfloat16 gradients\"]": "bf16 bytes typed by hand: the halving cannot fail",
+    "assert rows[0][4] == 2 / 3": "follows algebraically from the count asserted above it",
 }
 
 
