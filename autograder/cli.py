@@ -194,10 +194,22 @@ def _lms_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apply", action="store_true",
                    help="write the 'set' rows to Canvas, then read Canvas back to check "
                         "(default: a dry run that writes nothing)")
+    _lms_posting_arguments(p)
     p = lms.add_parser("csv", help="Canvas's gradebook import CSV (for staff without a token)")
     p.add_argument("output", type=Path, metavar="OUT.csv")
     add_setting_arguments(p, CanvasOptions, ["match"])
     _lms_assignment_argument(p)
+    _lms_posting_arguments(p)
+
+
+def _lms_posting_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all-assignments", action="store_true",
+                   help="post every assignment, also one nobody has submitted whose due date has "
+                        "not passed (its column is 0 for every student); default: only assignments "
+                        "with a submission in the gradebook or past their nbgrader due date")
+    p.add_argument("--include-unrun", action="store_true",
+                   help="post an assignment with grade cells the grading machine did not run (no "
+                        "GPU), those cells as 0; default: refuse it, naming it")
 
 
 def _lms_assignment_argument(p: argparse.ArgumentParser) -> None:
@@ -340,7 +352,8 @@ def _report(args) -> int:
     from autograder.report import report
 
     csv_path, html_path = report(course_root=args.course_root, db_url=args.db_url,
-                                 output_dir=args.output)
+                                 output_dir=args.output,
+                                 warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     print(f"wrote {csv_path}\nwrote {html_path}")
     return 0
 
@@ -370,12 +383,20 @@ def _lms(args) -> int:
     if args.lms_command == "csv":
         from autograder.lms.import_csv import write_import_csv
 
-        print(f"wrote {write_import_csv(course, options, args.output)}")
+        written = write_import_csv(course, options, args.output,
+                                   all_assignments=args.all_assignments,
+                                   include_unrun=args.include_unrun)
+        for line in written.left_out + written.notes:
+            print(f"note: {plain(line)}", file=sys.stderr)
+        print(f"wrote {written.path} ({', '.join(written.assignments)})")
         return 0
     from autograder.lms.canvas import sync
 
     result = sync(course, options, token=token_from_environment(), apply=args.apply,
-                  scale=args.scale)
+                  scale=args.scale, all_assignments=args.all_assignments,
+                  include_unrun=args.include_unrun)
+    for line in result.left_out:
+        print(f"note: {plain(line)}", file=sys.stderr)
     print_lms_result(result)
     return result.exit_code()
 

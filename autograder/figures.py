@@ -15,8 +15,8 @@ def png(fig) -> str:
 
 def score_distribution(scores: dict[str, list[float]], top: dict[str, float],
                        *, ylabel: str = "students") -> str | None:
-    """One histogram per assignment (integer bins up to its maximum ``top``), as a base64 PNG;
-    None when no assignment has a score."""
+    """One histogram per assignment (integer bins up to its maximum ``top``, whole-number ticks), as a
+    base64 PNG; None when no assignment has a score."""
     graded = [a for a in scores if scores[a]]
     if not graded:
         return None
@@ -24,6 +24,7 @@ def score_distribution(scores: dict[str, list[float]], top: dict[str, float],
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     cols = min(3, len(graded))
     rows = (len(graded) + cols - 1) // cols
@@ -34,6 +35,8 @@ def score_distribution(scores: dict[str, list[float]], top: dict[str, float],
         ax.set_title(f"{assignment} (n={len(scores[assignment])})", fontsize=10)
         ax.set_xlabel(f"score / {top[assignment]:g}")
         ax.set_ylabel(ylabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # scores and counts are whole:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # no 0.5-student ticks
     for ax in list(axes.flat)[len(graded):]:
         ax.axis("off")
     fig.tight_layout()

@@ -40,6 +40,7 @@ from typing import Any
 import nbformat
 
 from autograder.course import Course
+from autograder.machine_limits import is_not_run_output, not_run_in_notebooks
 
 TABLE = Path("tests") / "catalogue" / "misconceptions.json"
 SEEDS = (11, 222, 3333)
@@ -93,7 +94,9 @@ def signature_of(errors: Mapping[str, tuple[str, str] | None]) -> Signature:
 
 
 def notebook_errors(path: Path) -> dict[str, tuple[str, str] | None]:
-    """grade id -> the first error output of that grade cell in an executed notebook (None: none)."""
+    """grade id -> the first error output of that grade cell in an executed notebook (None: none);
+    a grade cell the grading machine did not run (``autograder.machine_limits``) is left out: it is
+    evidence of nothing."""
     nb = nbformat.read(path, as_version=4)
     found: dict[str, tuple[str, str] | None] = {}
     for cell in nb.cells:
@@ -101,6 +104,8 @@ def notebook_errors(path: Path) -> dict[str, tuple[str, str] | None]:
         if cell.cell_type != "code" or not meta.get("grade"):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if any(is_not_run_output(o) for o in errors):
+            continue
         found[meta["grade_id"]] = ((str(errors[0].get("ename", "")), str(errors[0].get("evalue", "")))
                                    if errors else None)
     return found
@@ -201,6 +206,11 @@ def name_submissions(course: Course, submissions: Iterable[tuple[str, str]], *,
             except Exception:  # noqa: BLE001 - an unreadable notebook: nothing to name
                 continue
         observed = signature_of(errors)
-        name = "" if (student, assignment) in full else nearest(observed, table.get(assignment, ()))[0]
+        entries = table.get(assignment, ())
+        unrun = set(not_run_in_notebooks(sorted(folder.glob("*.ipynb")))) if folder.is_dir() else set()
+        if unrun:  # compared on the cells that ran only
+            entries = [Entry(e.name, e.misconception, {cell: f for cell, f in e.signature.items()
+                                                       if cell not in unrun}) for e in entries]
+        name = "" if (student, assignment) in full else nearest(observed, entries)[0]
         named.append(Named(assignment, student, name, tuple(sorted(observed))))
     return named

@@ -9,6 +9,11 @@ submissions look like each named misconception of the catalogue (``autograder.mi
 per submission in ``misconceptions.csv``: ``assignment,student,misconception``, empty when none).
 Submissions scored above their maximum (extra credit, or a gradebook someone edited) are listed in
 their own warning table and logged.
+
+Grade cells the grading machine did not run (a GPU check graded without a GPU,
+``autograder.machine_limits``) are no failure of the student's: per assignment the report warns "N
+grade cells in K submissions were not run: no GPU", ``grades.csv`` holds ``not run: no GPU`` in those
+cells' columns instead of a 0, and the failure rates and misconceptions leave those cells out.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import csv
 import html
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from autograder import misconceptions
 from autograder.course import Course, load_course
 from autograder.figures import png, score_distribution
 from autograder.grading import read_run_record
+from autograder.machine_limits import NOT_RUN_REASON, not_run_in_notebooks, not_run_summary
 from autograder.staff_only import MISCONCEPTION_COLUMNS, PAGE_MARK
 
 
@@ -42,6 +49,21 @@ class Grades:
     # student, assignment, what the static review found (forbidden APIs, dynamic access)
     review: list[tuple[str, str, str]] = field(default_factory=list)
     devices: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (student, assignment) -> grade ids the grading machine did not run (no GPU)
+    not_run: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def was_run(self, student: str, assignment: str, cell: str) -> bool:
+        return cell not in self.not_run.get((student, assignment), ())
+
+    def not_run_warnings(self) -> dict[str, str]:
+        """assignment -> "N grade cells in K submissions were not run: no GPU", where any was."""
+        found = {}
+        for assignment in self.assignments:
+            line = not_run_summary({key: cells for key, cells in self.not_run.items()
+                                    if key[1] == assignment})
+            if line:
+                found[assignment] = line
+        return found
 
     def over_maximum(self) -> list[tuple[str, str, float, float]]:
         """(student, assignment, score, maximum) of every submission scored above its maximum — in a
@@ -76,6 +98,11 @@ def read_grades(course: Course) -> Grades:
                 for notebook in submission.notebooks:
                     for grade in notebook.grades:
                         grades.cell_score[(student, assignment.name, grade.name)] = float(grade.score)
+                folder = course.step_dir("autograded", student, assignment.name)
+                skipped = not_run_in_notebooks(sorted(folder.glob("*.ipynb"))) \
+                    if folder.is_dir() else []
+                if skipped:
+                    grades.not_run[(student, assignment.name)] = skipped
                 run = read_run_record(course, student=student, assignment=assignment.name)
                 if run is not None:
                     grades.devices[(student, assignment.name)] = run.get("device", "?")
@@ -106,6 +133,7 @@ def write_csv(grades: Grades, path: Path) -> Path:
             for assignment in grades.assignments:
                 row.append(_fmt(grades.score.get((student, assignment))))
                 row += [_fmt(grades.cell_score.get((student, assignment, cell)))
+                        if grades.was_run(student, assignment, cell) else NOT_RUN_REASON
                         for cell in grades.cells[assignment]]
             row.append(_fmt(grades.total(student)))
             writer.writerow(row)
@@ -144,11 +172,13 @@ def _figures(grades: Grades) -> list[tuple[str, str]]:
 
 
 def _failure_rates(grades: Grades) -> list[tuple[str, str, float, int]]:
-    """(assignment, grade id, fraction of submissions below full marks, submissions), worst first."""
+    """(assignment, grade id, fraction of submissions below full marks, submissions), worst first;
+    a submission whose cell the machine did not run is not counted for that cell."""
     rates = []
     for assignment in grades.assignments:
         for cell in grades.cells[assignment]:
-            got = [v for (s, a, c), v in grades.cell_score.items() if a == assignment and c == cell]
+            got = [v for (s, a, c), v in grades.cell_score.items()
+                   if a == assignment and c == cell and grades.was_run(s, a, c)]
             if got:
                 lost = sum(v < grades.max_cell[(assignment, cell)] for v in got)
                 rates.append((assignment, cell, lost / len(got), len(got)))
@@ -168,8 +198,15 @@ def _student_table(rows: list[tuple[str, str, str]], what: str, none: str) -> li
 
 
 def passed(grades: Grades) -> set[tuple[str, str]]:
-    """(student, assignment) of the submissions that lost no points."""
-    return {key for key, v in grades.score.items() if v >= grades.max_assignment[key[1]] - 1e-9}
+    """(student, assignment) of the submissions that lost no points, but in cells the machine did not
+    run."""
+    full = set()
+    for (student, assignment), value in grades.score.items():
+        unrun = sum(grades.max_cell.get((assignment, cell), 0.0) - grades.cell_score.get(
+            (student, assignment, cell), 0.0) for cell in grades.not_run.get((student, assignment), ()))
+        if value + unrun >= grades.max_assignment[assignment] - 1e-9:
+            full.add((student, assignment))
+    return full
 
 
 def write_misconceptions_csv(named: list[misconceptions.Named], path: Path) -> Path:
@@ -225,10 +262,24 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
         top = grades.max_assignment[assignment]
         devices = sorted({d for (s, a), d in grades.devices.items() if a == assignment})
         mean = f"{sum(scores) / len(scores):.2f}" if scores else "–"
+        graded_on = ", ".join(devices) or ("nbgrader" if scores else "no submissions yet")
         parts.append(f"<tr><td>{esc(assignment)}</td><td>{len(scores)}</td><td>{mean}</td>"
                      f"<td>{top:g}</td><td>{sum(v >= top for v in scores)}</td>"
-                     f"<td>{esc(', '.join(devices) or 'nbgrader')}</td></tr>")
+                     f"<td>{esc(graded_on)}</td></tr>")
     parts.append("</table>")
+    unrun = grades.not_run_warnings()
+    if unrun:
+        parts.append("<h2 id='not-run'>Checks not run</h2><p class='warning'>These grade cells scored "
+                     "0 because the grading machine could not run them (a GPU check graded without "
+                     "a GPU), not because the students failed them: grade these assignments again on "
+                     "a machine with a GPU (or with <code>--allow-cpu</code>) before exporting "
+                     "grades. The failure rates and misconceptions below leave them out.</p><ul>")
+        parts += [f"<li><strong>{esc(a)}</strong>: {esc(line)}</li>" for a, line in unrun.items()]
+        parts.append("</ul><table><tr><th>student</th><th>assignment</th><th>grade cells not run"
+                     "</th></tr>")
+        parts += [f"<tr><td>{esc(s)}</td><td>{esc(a)}</td><td>{esc(' '.join(cells))}</td></tr>"
+                  for (s, a), cells in sorted(grades.not_run.items())]
+        parts.append("</table>")
     if over:
         parts.append("<h2 id='over-maximum'>Scores above the maximum</h2><p class='warning'>"
                      "These submissions score more than the exercise's maximum (extra credit in the "
@@ -268,9 +319,11 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
 
 
 def report(*, course_root: Path = Path("."), db_url: str | None = None,
-           output_dir: Path | None = None) -> tuple[Path, Path]:
+           output_dir: Path | None = None,
+           warn: Callable[[str], None] | None = None) -> tuple[Path, Path]:
     """Write ``grades.csv``, ``misconceptions.csv`` and ``report.html`` into ``output_dir`` (default
-    ``<course>/reports``)."""
+    ``<course>/reports``). ``warn`` (default: the ``autograder`` logger) gets one line per
+    assignment with grade cells the machine did not run."""
     course = load_course(course_root, db_url=db_url)
     out = Path(output_dir) if output_dir is not None else course.root / "reports"
     out.mkdir(parents=True, exist_ok=True)
@@ -279,6 +332,8 @@ def report(*, course_root: Path = Path("."), db_url: str | None = None,
         logging.getLogger("autograder").warning(
             "%s/%s scores %g, above the maximum %g (extra credit in the gradebook?)",
             assignment, student, score, top)
+    for assignment, line in grades.not_run_warnings().items():
+        (warn or logging.getLogger("autograder").warning)(f"{assignment}: {line}")
     csv_path = write_csv(grades, out / "grades.csv")
     table = misconceptions.load_table(course.root)
     named = misconceptions.name_submissions(course, grades.score, passed=passed(grades), table=table)

@@ -9,7 +9,9 @@ the class: the instructor's solution, ``(solution)``, and the library code the e
 installed package, e.g. ``torch/optim/adagrad.py``).
 
 Pairs are ranked by what they fail together first: two notebooks that fail the same grade cells with
-the same messages share a mistake, which honest students rarely do; then by similarity. Output:
+the same messages share a mistake, which honest students rarely do; then by similarity. A grade cell the
+grading machine did not run (a GPU check without a GPU, ``autograder.machine_limits``) is no mistake
+of anyone's and is never "failed the same way". Output:
 ``reports/similarity/<assignment>.csv`` (one row per pair and cell at or above the threshold) and a
 self-contained ``.html`` with the two cells side by side, the matched regions marked. For the course
 staff only: it shows solution code. A flag is a reason to look, never a verdict.
@@ -31,6 +33,7 @@ import nbformat
 from autograder.course import Course, load_course
 from autograder.errors import AutograderError
 from autograder.forbidden import header
+from autograder.machine_limits import is_not_run_output
 from autograder.source import read_source_cells, release_path, source_path
 from autograder.staff_only import PAGE_MARK, SIMILARITY_COLUMNS
 
@@ -208,7 +211,10 @@ def _failures(course: Course, assignment: str) -> dict[str, dict[str, str]]:
                 continue
             for cell in nb.cells:
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-                errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in cell.get("outputs", [])
+                outputs = cell.get("outputs", [])
+                if any(is_not_run_output(o) for o in outputs):
+                    continue  # the machine's failure, shared by everyone graded there
+                errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outputs
                           if o.get("output_type") == "error"]
                 if grade_id and errors:
                     out.setdefault(student, {})[grade_id] = "\n".join(errors)

@@ -124,7 +124,7 @@ def test_gpu_rule(tmp_path):
         assert _cell_scores(root, "ref")["test_total_gpu"] == 1.0 and "NeedsGPU" not in nb
     else:  # without --allow-cpu the GPU cell scores 0 with the NeedsGPU reason ...
         assert _cell_scores(root, "ref")["test_total_gpu"] == 0.0
-        assert "NeedsGPU" in nb and "needs a GPU runner" in nb
+        assert "NeedsGPU" in nb and "this check needs a GPU" in nb
     # ... and with it, the check runs its CPU path in the child and says so
     grade(course_root=root, device="cpu", allow_cpu=True, force=True, progress=False)
     assert _cell_scores(root, "ref")["test_total_gpu"] == 1.0

@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import requests
 from canvasapi import Canvas
 from canvasapi.exceptions import (
     CanvasException,
@@ -33,9 +34,10 @@ from canvasapi.exceptions import (
 
 from autograder.course import Course
 from autograder.errors import CourseError
-from autograder.lms.canvas_http import PatientAdapter, make_patient
+from autograder.lms.canvas_http import PatientAdapter, make_patient, unreachable
 from autograder.lms.gradebook_scores import GradebookScores, GradebookStudent, read_scores
 from autograder.lms.options import CanvasOptions
+from autograder.lms.posting import Choice, choose
 
 SET, UNCHANGED, NOT_IN_CANVAS, EXCUSED = "set", "unchanged", "not in Canvas", "excused in Canvas"
 ACTIONS = (SET, UNCHANGED, NOT_IN_CANVAS, EXCUSED)
@@ -74,6 +76,7 @@ class SyncResult:
     failed: list[str] = field(default_factory=list)  # Canvas's own bulk-update failures
     out_of_sync: list[Row] = field(default_factory=list)  # written but not read back equal
     writes: int = 0  # bulk updates sent
+    left_out: list[str] = field(default_factory=list)  # assignments not posted, each with why
 
     @property
     def not_in_canvas(self) -> list[str]:
@@ -296,14 +299,29 @@ def _apply(result: SyncResult, targets: list[_Target], options: CanvasOptions, l
 
 
 def sync(course: Course, options: CanvasOptions, *, token: str, apply: bool = False,
-         scale: bool = False) -> SyncResult:
-    """The plan of what Canvas should hold; with ``apply``, written and verified."""
+         scale: bool = False, all_assignments: bool = False,
+         include_unrun: bool = False) -> SyncResult:
+    """The plan of what Canvas should hold; with ``apply``, written and verified. Only the
+    assignments ``autograder.lms.posting.choose`` keeps (``all_assignments``, ``include_unrun``)."""
     if options.course_id is None:
         raise CourseError("no Canvas course: pass --course ID or set "
                           "c.Autograder.canvas['course_id']")
-    scores = read_scores(course, list(options.assignments) or None)
+    choice = choose(read_scores(course, list(options.assignments) or None),
+                    all_assignments=all_assignments, include_unrun=include_unrun)
     retries: list[str] = []
     canvas = connect(options, token, retries.append)
+    try:
+        return _sync(course, options, canvas, choice, retries, apply=apply, scale=scale)
+    except (requests.ConnectionError, requests.Timeout) as error:
+        where = (options.url or "").strip().rstrip("/")
+        after = f" (what was written is in {AUDIT_LOG})" if apply else "; nothing was written"
+        raise CourseError(f"cannot reach Canvas at {where}: {unreachable(error)}{after}") from None
+
+
+def _sync(course: Course, options: CanvasOptions, canvas: Canvas, choice: Choice,
+          retries: list[str], *, apply: bool, scale: bool) -> SyncResult:
+    assert options.course_id is not None  # sync checked it
+    scores = choice.scores
     course_id = options.course_id
     canvas_course = _canvas_call(f"reading course {course_id}",
                                  lambda: canvas.get_course(course_id))
@@ -321,7 +339,8 @@ def sync(course: Course, options: CanvasOptions, *, token: str, apply: bool = Fa
         canvas_assignment = _resolve(name, options.assignments.get(name), listed, course_id)
         targets.append(_Target(name, canvas_assignment,
                                _factor(name, canvas_assignment, scores.maximum[name], scale)))
-    result = SyncResult(rows=[], applied=apply, warnings=notes, retries=retries)
+    result = SyncResult(rows=[], applied=apply, warnings=notes + choice.notes, retries=retries,
+                        left_out=choice.left_out)
     if options.url and options.url.startswith("http://"):
         result.warnings.append("the Canvas URL is http://: the token travels unencrypted (use "
                                "it only for a local test server)")

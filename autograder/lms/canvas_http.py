@@ -3,7 +3,9 @@
 Canvas throttles with 429, or with a 403 whose body says "Rate Limit Exceeded"; either means wait
 (``Retry-After`` when given, otherwise exponential back-off) and send the same request again. A 5xx
 or a dropped connection is retried the same bounded number of times. Re-sending a grade write is
-safe: the same grade gives the same result. canvasapi then sees only the last response.
+safe: the same grade gives the same result. canvasapi then sees only the last response. A host name that
+does not resolve is not retried (a typo in the URL does not get better by waiting); ``unreachable``
+says why a request never reached Canvas, in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import MaxRetryError, NameResolutionError
 
 TRANSIENT = frozenset({500, 502, 503, 504})
 MAX_WAIT_S = 60.0
@@ -60,7 +64,7 @@ class PatientAdapter(HTTPAdapter):
             try:
                 response = super().send(request, **kwargs)
             except (requests.ConnectionError, requests.Timeout) as error:
-                if last:
+                if last or does_not_resolve(error):
                     raise
                 wait, why = self._backoff(attempt), f"{type(error).__name__}"
             else:
@@ -83,3 +87,32 @@ def make_patient(session: requests.Session, adapter: PatientAdapter) -> None:
     """Route every request of ``session`` through ``adapter``."""
     session.mount("https://", adapter)
     session.mount("http://", adapter)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and what it wraps (requests' first argument, urllib3's ``reason``, ``__cause__``)."""
+    chain: list[BaseException] = []
+    todo: list[Any] = [error]
+    while todo:
+        item = todo.pop(0)
+        if not isinstance(item, BaseException) or item in chain or len(chain) > 8:
+            continue
+        chain.append(item)
+        todo += [*(a for a in item.args[:1] if isinstance(a, BaseException)),
+                 getattr(item, "reason", None), item.__cause__, item.__context__]
+    return chain
+
+
+def does_not_resolve(error: BaseException) -> bool:
+    """Whether ``error`` is a host name that does not resolve (DNS)."""
+    return any(isinstance(cause, NameResolutionError) for cause in _causes(error))
+
+
+def unreachable(error: BaseException) -> str:
+    """Why a request never reached the server, in one line (urllib3's innermost reason, without its
+    connection-pool prefix)."""
+    inner = [c for c in _causes(error)
+             if isinstance(c, Urllib3Error) and not isinstance(c, MaxRetryError)]
+    text = str(inner[-1] if inner else error)
+    text = text.split("): ", 1)[1] if "): " in text else text
+    return " ".join(text.split())[:300] or type(error).__name__
