@@ -22,6 +22,14 @@ preprocessor list is the course's, with four guarantees and one option added if 
   hidden-test markers, the checks' module path); a student's own cell printing ``BEGIN HIDDEN TESTS``
   is the student's text and never counts.
 
+MathJax never comes from a CDN (nbgrader's feedback template hard-codes cdnjs, so a page read offline,
+or where cdnjs is blocked, showed raw TeX): after nbgrader writes a page, ``local_mathjax`` takes the
+CDN's script out. A page with no math loads no MathJax at all; a page with math carries MathJax 3
+inline (``tex-svg-full.js`` of django-static-mathjax, the package the site serves its own copy from:
+SVG output, no font files, ~2.3 MB), since ``nbgrader release_feedback`` hands back the HTML file
+alone. ``c.Autograder.feedback_mathjax_url = "https://<site>/_static/mathjax/tex-mml-chtml.js"``
+points the pages at the course site's copy instead (small pages, but the reader needs that site).
+
 A student whose feedback fails (a leak, an unreadable notebook, any exception) fails alone: nbgrader
 removes that student's page, the others are written, and ``feedback`` returns the pages with a
 ``failed`` list of ``(assignment, student, reason)``.
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import html
 import os
 import re
 from collections.abc import Sequence
@@ -45,7 +54,7 @@ from traitlets import Bool
 from traitlets.config import Config
 
 from autograder.course import load_course
-from autograder.errors import AutograderError
+from autograder.errors import AutograderError, CourseError
 from autograder.feedback_misconception import NameMisconception, named_students
 from autograder.feedback_misconception import enabled as names_misconceptions
 from autograder.hidden._feedback import ClearHiddenTestTracebacks
@@ -57,6 +66,63 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What a feedback page may render from a student's output (each is escaped or sanitized by nbconvert).
 SAFE_OUTPUT_TYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex",
                                "image/png", "image/jpeg", "image/svg+xml"})
+
+
+MATHJAX_SETTING = "feedback_mathjax_url"  # c.Autograder.<MATHJAX_SETTING> in nbgrader_config.py
+MATHJAX_FILE = "tex-svg-full.js"  # self-contained: every TeX package, SVG output (no font files)
+# nbgrader's feedback template: base/mathjax.html.j2's block, with its cdnjs URL
+_MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+_CDN_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https://cdnjs\.cloudflare\.com/[^\"']*mathjax[^\"']*[\"']"
+                         r"[^>]*>\s*</script>", re.I)
+_SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1>", re.S | re.I)
+_MATH = re.compile(r"\$|\\\(|\\\[|\\begin\{")
+_MATHJAX_CONFIG = ("<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
+                   "displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']], processEscapes: true, "
+                   "processEnvironments: true}, options: {ignoreHtmlClass: 'tex2jax_ignore', "
+                   "processHtmlClass: 'tex2jax_process'}, loader: {load: []}};</script>")
+
+
+def mathjax_script(url: str | None = None) -> str:
+    """The MathJax 3 a feedback page loads: from ``url``, or inline (module docstring)."""
+    if url:
+        return f"{_MATHJAX_CONFIG}\n<script src=\"{html.escape(url, quote=True)}\"></script>"
+    try:
+        import mathjax  # django-static-mathjax (requirements.lock), as the site's _ext/offline_site.py
+    except ImportError:
+        raise CourseError("feedback pages need MathJax and it is not installed: pip install "
+                          f"django-static-mathjax, or set c.Autograder.{MATHJAX_SETTING}") from None
+    path = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5" / MATHJAX_FILE
+    if not path.is_file():
+        raise CourseError(f"expected MathJax at {path}, not found: reinstall django-static-mathjax "
+                          f"or set c.Autograder.{MATHJAX_SETTING}")
+    code = path.read_text(encoding="utf-8").replace("</script", "<\\/script")
+    return f"{_MATHJAX_CONFIG}\n<script>{code}</script>"
+
+
+def has_math(page: str) -> bool:
+    """Whether a feedback page's text (scripts and styles left out) holds TeX delimiters."""
+    return bool(_MATH.search(_SCRIPT_OR_STYLE.sub("", _MATHJAX_BLOCK.sub("", page))))
+
+
+def local_mathjax(page: str, url: str | None = None) -> str:
+    """``page`` (nbgrader's feedback HTML) without the CDN's MathJax: none where it has no math,
+    else ``mathjax_script(url)`` in its place."""
+    stripped = _CDN_SCRIPT.sub("", _MATHJAX_BLOCK.sub("", page))
+    if stripped == page or not has_math(stripped):
+        return stripped
+    script = mathjax_script(url)
+    return stripped.replace("</head>", f"{script}\n</head>", 1) if "</head>" in stripped \
+        else script + stripped
+
+
+def mathjax_url(course) -> str | None:
+    """``c.Autograder.feedback_mathjax_url`` (None: inline)."""
+    value = course.config.get("Autograder", {}).get(MATHJAX_SETTING)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise CourseError(f"nbgrader_config.py: c.Autograder.{MATHJAX_SETTING} must be a URL of "
+                          f"MathJax 3 (e.g. https://<site>/_static/mathjax/tex-mml-chtml.js), got "
+                          f"{value!r}")
+    return value.strip() if value else None
 
 
 class FeedbackLeak(AutograderError):
@@ -245,6 +311,12 @@ def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str
         written += sorted(Path(p) for p in glob.glob(os.path.join(pattern, "*.html")))
     if students:
         written = [p for p in written if any(f"/{s}/" in str(p) for s in students)]
+    url = mathjax_url(course)
+    for page in written:
+        text = page.read_text(encoding="utf-8")
+        served = local_mathjax(text, url)
+        if served != text:
+            page.write_text(served, encoding="utf-8")
     return FeedbackPages(written, failed)
 
 

@@ -76,11 +76,11 @@ def in_student_words(output: dict, unfinished: Sequence[str] = ()) -> None:
         return
     if unfinished:
         names = ", ".join(unfinished)
-        message = (f"{names} is not implemented yet: replace its "
-                   "`raise NotImplementedError()` with your code")
+        message = (f"not implemented yet: {names} (replace `raise NotImplementedError()` "
+                   "with your code)")
     else:
-        message = ("a function this test calls is not implemented yet: replace its "
-                   "`raise NotImplementedError()` with your code")
+        message = ("not implemented yet: a function this test calls (replace "
+                   "`raise NotImplementedError()` with your code)")
     output["evalue"] = message
     output["traceback"] = [f"{NOT_IMPLEMENTED}: {message}"]
 
