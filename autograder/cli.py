@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite submissions already collected")
     p.add_argument("--no-check-owner", action="store_true",
                    help="accept exchange folders whatever user owns them")
+    p.add_argument("--zip-time", choices=("utc", "local"), default="utc",
+                   help="how an LMS zip's member times (the submission time written to "
+                        "timestamp.txt) are read: utc (default; Canvas and Moodle write UTC) or "
+                        "this machine's local time")
 
     p = sub.add_parser("grade", help="autograde submissions into the gradebook")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",
@@ -269,19 +273,24 @@ def _collect(args) -> int:
 
     result = collect(source=args.source, assignment=args.assignment, course_root=args.course_root,
                      db_url=args.db_url, pattern=args.pattern or DEFAULT_PATTERN, force=args.force,
-                     check_owner=not args.no_check_owner)
+                     check_owner=not args.no_check_owner, zip_time=args.zip_time)
     for student, assignment in result.collected:
         print(f"collected {assignment}/{student}")
     for student, assignment in result.existing:
         print(f"kept      {assignment}/{student}: already collected (--force to overwrite)")
     for message in result.superseded:
         print(f"superseded {plain(message)}")
+    if result.editions_left_out:
+        print(f"left out  {result.editions_left_out} unchanged language edition(s) (a hub fetch hands "
+              "out every edition; the one worked on was taken)")
+    for line in result.replaced_lines():
+        print(plain(line))
     for message in result.ignored:
         print(f"ignored   {plain(message)}")
     for message in result.refused:
         print(f"refused   {plain(message)}", file=sys.stderr)
-    print(f"{len(result.collected)} collected, {len(result.existing)} kept, "
-          f"{len(result.refused)} refused")
+    print(f"{len(result.collected)} collected ({len(result.replaced)} replacing an earlier "
+          f"submission), {len(result.existing)} kept, {len(result.refused)} refused")
     return 0  # a refused offer is that offer's problem, listed with its reason; the run succeeded
 
 
@@ -329,7 +338,9 @@ def print_summary(summary) -> None:
               f"{r.max_score:g} (extra credit in the gradebook?)", file=sys.stderr)
     count = summary.count("graded")
     rate = 60 * count / summary.seconds if summary.seconds and count else 0.0
-    print(f"graded {count}, skipped {summary.count('skipped')} (already graded; --force "
+    regraded = summary.regraded()
+    again = f", of them regraded {regraded} (submission changed)" if regraded else ""
+    print(f"graded {count}{again}, skipped {summary.count('skipped')} (already graded; --force "
           f"regrades), failed {summary.count('failed')} on {summary.device} in "
           f"{summary.seconds:.1f} s ({rate:.0f} submissions/minute)")
 

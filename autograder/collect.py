@@ -40,6 +40,23 @@ What is offered is untrusted, and each offer (one student's folder or file) succ
   next to one it has (JupyterLab's ``01_strides-Copy1.ipynb``), is listed as ``ignored``; the offer is
   taken.
 
+**Every notebook taken gets a ``timestamp.txt``** (nbgrader's format, ``%Y-%m-%d %H:%M:%S.%f UTC``), written
+by ``collect`` whatever the offer carried (a ``timestamp.txt`` inside an offer is the student's to write:
+it is never copied). It is the time nbgrader's late penalty and the gradebook's submission time read:
+
+- an exchange inbound folder: the timestamp in its name (``<student>+<assignment>+<timestamp>``, what
+  ``nbgrader submit`` wrote and ``nbgrader collect`` reads);
+- a ``<student>/<assignment>/`` folder (an nbgrader ``submitted/`` copy): its ``timestamp.txt`` when it
+  parses as a date, else the newest modification time of its notebooks;
+- an LMS zip: the member's time (``ZipInfo.date_time``). A zip stores no time zone; the time is read as
+  **UTC** (Canvas's and Moodle's downloads write UTC; ``--zip-time local`` reads it as this machine's
+  local time instead);
+- anything else (an LMS download unpacked into a folder): the file's modification time.
+
+Taking a new submission over an existing one (``force``) is listed in ``CollectResult.replaced`` when
+its files differ: the next ``autograder grade`` regrades it (``grading/prepare.plan`` compares the
+submitted notebooks' digest with the graded one's).
+
 A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
 as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
 ones, so grade, feedback and the gradebook see one notebook whatever language the student read. Of
@@ -56,7 +73,7 @@ import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -89,6 +106,17 @@ class CollectResult:
     existing: list[tuple[str, str]] = field(default_factory=list)  # kept: already collected
     superseded: list[str] = field(default_factory=list)  # older offers of a student: not taken
     ignored: list[str] = field(default_factory=list)  # files of a taken offer left out, and why
+    # (student, assignment, graded): taken over an earlier, different submission (``force``);
+    # graded: the earlier one was graded (the next ``autograder grade`` regrades it)
+    replaced: list[tuple[str, str, bool]] = field(default_factory=list)
+    # unchanged language editions left out of offers that hold several (a hub fetch hands out all)
+    editions_left_out: int = 0
+
+    def replaced_lines(self) -> list[str]:
+        """One line per replaced student (``dave: replaced an earlier submission of 01_strides ...``)."""
+        return [f"{student}: replaced an earlier submission of {assignment} ("
+                + ("graded: the next `autograder grade` regrades it" if graded else "not graded yet")
+                + ")" for student, assignment, graded in self.replaced]
 
 
 @dataclass(frozen=True)
@@ -98,19 +126,23 @@ class _Offer:
     student: str
     assignment: str
     files: dict[str, Path]  # name in submitted/<student>/<assignment>/ -> source file
-    timestamp: str | None = None
+    timestamp: str | None = None  # the exchange's (an inbound folder's name)
     where: Path | None = None  # the offered folder (None: a single file)
+    when: datetime | None = None  # a zip member's time (LMS zip)
     problem: str | None = None  # why the offer cannot be taken, found while reading it
 
 
 def collect(*, source: Path, assignment: str | None = None, course_root: Path = Path("."),
             db_url: str | None = None, pattern: str = DEFAULT_PATTERN,
-            force: bool = False, check_owner: bool = True) -> CollectResult:
+            force: bool = False, check_owner: bool = True, zip_time: str = "utc") -> CollectResult:
     """Import the submissions in ``source`` (a directory or a .zip) into the course's ``submitted/``.
 
     Each offer is taken or refused on its own (``CollectResult.refused`` says why); a CollectError is
     raised only for what stops the whole run (no such source, a bad pattern, an archive over its
-    limits). ``check_owner``: refuse exchange folders owned by another user (module docstring)."""
+    limits). ``check_owner``: refuse exchange folders owned by another user (module docstring).
+    ``zip_time``: how a zip member's time is read, ``"utc"`` (default) or ``"local"``."""
+    if zip_time not in ("utc", "local"):
+        raise CollectError(f"--zip-time must be utc or local, got {zip_time!r}")
     course = load_course(course_root, db_url=db_url)
     source = Path(source)
     if not source.exists():
@@ -125,12 +157,13 @@ def collect(*, source: Path, assignment: str | None = None, course_root: Path = 
         course.require_assignment(assignment)
     result = CollectResult()
     with tempfile.TemporaryDirectory(prefix="autograder-collect-") as tmp:
-        root = _unpack(source, Path(tmp), result) if source.is_file() else source
+        times: dict[Path, datetime] = {}
+        root = _unpack(source, Path(tmp), result, times, zip_time) if source.is_file() else source
         def shown(path: Path) -> str:
             return _shown(path, root, source)
 
         offers = _find_offers(root, course, assignment=assignment, regex=regex, result=result,
-                              shown=shown)
+                              shown=shown, times=times)
         offers = _owned(offers, check_owner=check_owner and not source.is_file(), result=result)
         offers = _newest(offers, result)
         expected = {name: _grade_ids(course, name) for name in {o.assignment for o in offers}}
@@ -144,9 +177,11 @@ def collect(*, source: Path, assignment: str | None = None, course_root: Path = 
     return result
 
 
-def _unpack(archive: Path, into: Path, result: CollectResult) -> Path:
+def _unpack(archive: Path, into: Path, result: CollectResult, times: dict[Path, datetime],
+            zip_time: str = "utc") -> Path:
     """Unpack the regular-file members of ``archive`` within the limits of the module docstring;
-    members that break a per-member rule are skipped with a reason in ``result.refused``."""
+    members that break a per-member rule are skipped with a reason in ``result.refused``. ``times``
+    gets each unpacked file's member time (``zip_time``: read as UTC or as local time)."""
     if not zipfile.is_zipfile(archive):
         raise CollectError(f"{archive}: not a directory or a zip archive")
     with zipfile.ZipFile(archive) as zf:
@@ -164,6 +199,8 @@ def _unpack(archive: Path, into: Path, result: CollectResult) -> Path:
             if problem is None:
                 try:
                     total += _extract(zf, member, into, budget=MAX_TOTAL_BYTES - total)
+                    if not member.is_dir():
+                        times[into / member.filename] = _member_time(member, zip_time)
                 except _TooLarge as error:
                     problem = str(error)
                 except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
@@ -171,6 +208,17 @@ def _unpack(archive: Path, into: Path, result: CollectResult) -> Path:
             if problem:
                 result.refused.append(f"{archive.name}:{member.filename}: {problem}")
     return into
+
+
+def _member_time(member: zipfile.ZipInfo, zip_time: str) -> datetime:
+    """A zip member's time, aware: its DOS time (no zone recorded) read as UTC or as local time."""
+    try:
+        naive = datetime(*member.date_time)
+    except ValueError:  # a zero or impossible DOS date: 1980-01-01, the format's own epoch
+        naive = datetime(1980, 1, 1)
+    if zip_time == "local":
+        return naive.astimezone(UTC)  # a naive datetime is read as local time
+    return naive.replace(tzinfo=UTC)
 
 
 class _TooLarge(Exception):
@@ -225,7 +273,7 @@ def _shown(path: Path, root: Path, source: Path) -> str:
 
 
 def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: re.Pattern,
-                 result: CollectResult, shown) -> list[_Offer]:
+                 result: CollectResult, shown, times: dict[Path, datetime]) -> list[_Offer]:
     known = set(course.gradebook_assignments())
     offers: list[_Offer] = []
     top = sorted(root.iterdir())
@@ -281,7 +329,8 @@ def _find_offers(root: Path, course: Course, *, assignment: str | None, regex: r
         if len(notebooks) != 1:
             raise CollectError(f"{name} has {len(notebooks)} notebooks; an LMS download carries "
                                "one notebook per student")
-        offers.append(_Offer(match["student"], name, {f"{notebooks[0]}.ipynb": path}))
+        offers.append(_Offer(match["student"], name, {f"{notebooks[0]}.ipynb": path},
+                             when=times.get(path)))
     return offers
 
 
@@ -368,10 +417,11 @@ def _others_can_write(folder: Path) -> bool:
 
 
 def _newest(offers: list[_Offer], result: CollectResult) -> list[_Offer]:
-    """One offer per (student, assignment): the newest by exchange timestamp (others superseded)."""
+    """One offer per (student, assignment): the newest by exchange timestamp or zip member time
+    (others superseded)."""
     groups: dict[tuple[str, str], list[tuple[datetime | None, _Offer]]] = {}
     for offer in offers:
-        when = None
+        when = _naive_utc(offer.when) if offer.when is not None else None
         if offer.timestamp is not None:
             try:
                 when = parse_utc(offer.timestamp)
@@ -383,7 +433,7 @@ def _newest(offers: list[_Offer], result: CollectResult) -> list[_Offer]:
     for (student, assignment), group in groups.items():
         if len(group) > 1 and any(when is None for when, _ in group):
             result.refused.append(f"{student}/{assignment}: offered {len(group)} times, not all "
-                                  "with an exchange timestamp; none taken")
+                                  "with a time (exchange timestamp or zip member time); none taken")
             continue
         group.sort(key=lambda item: item[0] or datetime.min)
         kept.append(group[-1][1])
@@ -454,19 +504,62 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
         if problem:
             result.refused.append(f"{shown(path)}: {problem}")
             return
+    when = _submission_time(offer, contents.pop(TIMESTAMP_FILE, None))
     dest = course.step_dir("submitted", offer.student, offer.assignment)
     if dest.exists() and not force:
         result.existing.append((offer.student, offer.assignment))
         return
+    replaced = dest.exists() and _notebooks_differ(dest, contents)
+    graded = course.step_dir("autograded", offer.student, offer.assignment).is_dir()
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for name, data in contents.items():
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(data)
-    if offer.timestamp and not (dest / "timestamp.txt").exists():
-        (dest / "timestamp.txt").write_text(offer.timestamp)
+    (dest / TIMESTAMP_FILE).write_text(format_timestamp(when))
     result.collected.append((offer.student, offer.assignment))
+    if replaced:
+        result.replaced.append((offer.student, offer.assignment, graded))
+
+
+TIMESTAMP_FILE = "timestamp.txt"
+
+
+def format_timestamp(when: datetime) -> str:
+    """nbgrader's timestamp format (``Exchange.timestamp_format``), in UTC."""
+    return _naive_utc(when).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
+
+
+def _naive_utc(when: datetime) -> datetime:
+    """``when`` in UTC without a zone (a naive one is taken as UTC already, as nbgrader's are)."""
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo else when
+
+
+def _submission_time(offer: _Offer, offered_stamp: bytes | None) -> datetime:
+    """The time ``collect`` writes into ``timestamp.txt`` (module docstring): the exchange's name,
+    the zip member's time, a ``submitted/`` copy's own timestamp.txt (an instructor's folder, not an
+    exchange inbound), else the newest modification time of the offered files."""
+    if offer.timestamp is not None:
+        return parse_utc(offer.timestamp)  # _newest refused an offer whose timestamp does not parse
+    if offer.when is not None:
+        return _naive_utc(offer.when)
+    if offered_stamp is not None and offer.where is not None:
+        try:
+            return parse_utc(offered_stamp.decode("utf-8").strip())
+        except Exception:  # noqa: BLE001 - unreadable: the files' time instead
+            pass
+    mtimes = [path.lstat().st_mtime for name, path in offer.files.items() if name != TIMESTAMP_FILE]
+    return datetime.fromtimestamp(max(mtimes), tz=UTC).replace(tzinfo=None)
+
+
+def _notebooks_differ(dest: Path, contents: dict[str, bytes]) -> bool:
+    """Whether the notebooks about to be written differ from those already in ``dest``."""
+    new = {name: data for name, data in contents.items() if name.endswith(".ipynb")}
+    old = {str(p.relative_to(dest)): p for p in dest.rglob("*.ipynb") if p.is_file()}
+    if set(new) != set(old):
+        return True
+    return any(old[name].read_bytes() != data for name, data in new.items())
 
 
 def _extra_notebook(name: str, taken, expected: dict[str, set[str]]) -> bool:
@@ -480,7 +573,8 @@ def _graded_names(files: dict[str, Path], shown, result: CollectResult) -> dict[
     """Offered name -> name in submitted/, for the files to take: a notebook of a language edition is
     stored under the notebook it is graded as (``source.graded_notebook_name``). Several editions of
     one notebook (a hub fetch hands out all of them): the one the student worked on is taken, the
-    others are listed in ``result.superseded``; worked on in two languages: why the offer is refused."""
+    others are counted in ``result.editions_left_out``; worked on in two languages: why the offer is
+    refused."""
     groups: dict[str, list[str]] = {}
     for name in files:
         top_notebook = name.endswith(".ipynb") and "/" not in name
@@ -492,8 +586,9 @@ def _graded_names(files: dict[str, Path], shown, result: CollectResult) -> dict[
             if len(worked) > 1:
                 return f"{' and '.join(sorted(worked))} are the same notebook, worked on in two languages"
             taken = worked[0] if worked else (graded if graded in offered else sorted(offered)[0])
-            result.superseded += [f"{shown(files[name])}: unchanged, {taken} taken instead"
-                                  for name in sorted(offered) if name != taken]
+            # the unchanged editions are the release as handed out, not a submission: counted, not
+            # listed one line per student (every hub student has them all)
+            result.editions_left_out += sum(1 for name in offered if name != taken)
             offered = [taken]
         names[offered[0]] = graded
     return names

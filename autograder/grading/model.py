@@ -113,6 +113,7 @@ class Submission:
     log: list[str] = field(default_factory=list)  # nbgrader's warnings about it
     refused: list[str] = field(default_factory=list)  # files of the submission not copied, and why
     only: list[str] | None = None  # --notebook: the notebooks graded this time (others are kept)
+    digests: dict[str, str] = field(default_factory=dict)  # submitted notebook -> SHA-256, as read
 
     @property
     def key(self) -> tuple[str, str]:
@@ -148,6 +149,13 @@ class GradeSummary:
     # "record" (parent, summed), "execute" (children's wall time, summed over parallel workers);
     # on Slurm also "slurm", "chunks", "queue", "queue first", "node setup"
     timings: dict[str, float] = field(default_factory=dict)
+    # (student, assignment) regraded without --force because the submitted notebook changed
+    changed: tuple[tuple[str, str], ...] = ()
+
+    def regraded(self) -> int:
+        """How many of the graded submissions were regraded because their notebook changed."""
+        changed = set(self.changed)
+        return sum(r.status == "graded" and (r.student, r.assignment) in changed for r in self.results)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)

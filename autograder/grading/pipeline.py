@@ -52,7 +52,7 @@ def grade(options: GradeOptions | None = None, /, **settings: Any) -> GradeSumma
         batch.results += [SubmissionResult(student, name, "failed", reasons=(why,))
                           for student, name, why in planned.refused]
         run.execute(batch, planned.todo, total=len(planned.todo))
-    return run.summary(batch)
+    return run.summary(batch, changed=planned.changed)
 
 
 def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | None],
@@ -164,9 +164,10 @@ class _Run:
             finally:
                 batch.drop_unrecorded()
 
-    def summary(self, batch: _Batch) -> GradeSummary:
+    def summary(self, batch: _Batch, *, changed: Iterable[tuple[str, str]] = ()) -> GradeSummary:
         return GradeSummary(results=tuple(batch.results), device=self.device,
-                            seconds=time.monotonic() - self.started, timings=self.timings)
+                            seconds=time.monotonic() - self.started, timings=self.timings,
+                            changed=tuple(changed))
 
 
 @dataclass

@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from autograder.grading.model import (
     Submission,
 )
 from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
-from autograder.grading.run_record import move_record_out
+from autograder.grading.run_record import graded_digests, move_record_out, notebook_digests
 
 STAGING_PREFIX = ".grading-"
 COMPANION_LIMIT_BYTES = 64 * 2**20
@@ -67,8 +67,9 @@ def gpu_cells(course: Course, assignment: str) -> list[str]:
 
 
 def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -> bool:
-    """True when the gradebook holds this submission and its autograded directory exists, and the
-    submission is not newer than what was graded (nbgrader's own rule for skipping)."""
+    """True when the gradebook holds this submission and its autograded directory exists, the
+    submission is not newer than what was graded (nbgrader's own rule for skipping), and its
+    submitted notebooks are the ones graded (``submission_changed``)."""
     final = course.step_dir("autograded", student, assignment)
     if not final.is_dir():
         return False
@@ -79,7 +80,19 @@ def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -
     submitted = course.step_dir("submitted", student, assignment)
     new = course.coursedir.get_existing_timestamp(str(submitted))
     old = course.coursedir.get_existing_timestamp(str(final))
-    return not (new is not None and old is not None and new > old)
+    if new is not None and old is not None and new > old:
+        return False
+    return not submission_changed(course, student=student, assignment=assignment)
+
+
+def submission_changed(course: Course, *, student: str, assignment: str) -> bool:
+    """True when the submitted notebooks differ from those graded: their content digests
+    (``run_record.DIGESTS``, kept in the run record when grading) no longer match. A submission graded
+    without a digest (by nbgrader, or before digests were kept) counts as unchanged."""
+    recorded = graded_digests(course.step_dir("autograded", student, assignment))
+    if recorded is None:
+        return False
+    return notebook_digests(course.step_dir("submitted", student, assignment)) != recorded
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,8 @@ class Plan:
     todo: list[tuple[str, str]]  # (student, assignment) to grade
     skipped: list[tuple[str, str, str]]  # (student, assignment, why): nothing is recorded for them
     refused: list[tuple[str, str, str]]  # (student, assignment, why): nbgrader fails these
+    # (student, assignment) of ``todo`` graded before whose submitted notebooks changed since
+    changed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Sequence[str] | None,
@@ -126,6 +141,8 @@ def plan(course: Course, gb: Gradebook, names: Sequence[str], *, students: Seque
                 result.skipped.append((student, name, ""))
             else:
                 result.todo.append((student, name))
+                if not force and submission_changed(course, student=student, assignment=name):
+                    result.changed.append((student, name))
     return result
 
 
@@ -334,10 +351,11 @@ def sanitize(course: Course, steps: AutogradeSteps, gb: Gradebook, *, student: s
     notebook gets its program."""
     logger = logging.getLogger(NBGRADER_LOGGER)
     final = course.step_dir("autograded", student, assignment)
+    submitted = course.step_dir("submitted", student, assignment)
     submission = Submission(
-        student=student, assignment=assignment,
-        submitted=course.step_dir("submitted", student, assignment), final=final,
-        stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}")
+        student=student, assignment=assignment, submitted=submitted, final=final,
+        stage=final.parent / f"{STAGING_PREFIX}{assignment}-{os.getpid()}",
+        digests=notebook_digests(submitted))  # before reading: a later change is regraded
     submission.refused = stage_files(course, submission.submitted, submission.stage,
                                      assignment=assignment)
     rules = forbidden.course_rules(course, assignment)

@@ -51,7 +51,13 @@ from autograder.grading.nbgrader_seam import (
     one_transaction,
 )
 from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings, discard_stage
-from autograder.grading.run_record import RUN_RECORD, move_record_out, read_record
+from autograder.grading.run_record import (
+    DIGESTS,
+    RUN_RECORD,
+    graded_digests,
+    move_record_out,
+    read_record,
+)
 from autograder.sandbox.inside.protocol import Failure
 
 
@@ -188,8 +194,14 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
             gb.db.expire_all()  # scores are SQL sums: reload them after the flush
             found = gb.find_submission(assignment, student)
             score, max_score = float(found.score), float(found.max_score)
+            digests = dict(submission.digests)
+            if submission.only is not None:  # --notebook: the others keep the digest they were graded at
+                kept = graded_digests(submission.final) or {}
+                digests = {**{k: v for k, v in kept.items() if k in submission.digests},
+                           **{k: v for k, v in submission.digests.items() if k in submission.only}}
             run_record.update(score=score, max_score=max_score, problems=reasons,
                               nbgrader_warnings=submission.log)
+            run_record[DIGESTS] = digests
             (submission.stage / RUN_RECORD).write_text(json.dumps(run_record, indent=1))
             aside = _set_aside(submission.final)  # a kill from here on leaves no folder: regraded
     except BaseException:  # rolled back: the old grades stay, so does their folder

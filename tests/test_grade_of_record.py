@@ -1,0 +1,114 @@
+"""The grade of record follows the newest submission (issue 41, M3): ``collect`` writes ``timestamp.txt``
+for every notebook it takes and says who was replaced; ``grade`` regrades, without ``--force``, a
+submission whose notebook differs from the one graded; late penalties and per-student extensions
+apply to those timestamps; a regrade preview never touches the gradebook.
+
+One toy course (``autograder_toy``) per module, graded for real into its SQLite gradebook; the grade of
+record is read back with ``nbgrader export``, as an instructor would."""
+
+from __future__ import annotations
+
+import csv
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import autograder_toy as toy
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.cli import main
+
+BLANK = "def total(values):\n    raise NotImplementedError()\n"
+
+
+def _run(root: Path, *args: str) -> int:
+    return main(["--course-root", str(root), *args])
+
+
+def _zip(path: Path, members: dict[str, tuple[nbformat.NotebookNode, tuple[int, ...]]]) -> Path:
+    """An LMS download: ``file name -> (notebook, ZipInfo.date_time)``."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, (nb, when) in members.items():
+            zf.writestr(zipfile.ZipInfo(name, date_time=when), nbformat.writes(nb))
+    return path
+
+
+def _exported(root: Path) -> dict[str, float]:
+    """student -> score of ``toy``, as ``nbgrader export`` writes it (the grade of record)."""
+    toy.run_nbgrader(root, "export", "--to", str(root / "grades.csv"))
+    with (root / "grades.csv").open() as handle:
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)
+                if row["assignment"] == "toy"}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    return toy.make_toy_course(tmp_path_factory.mktemp("record") / "course")
+
+
+def test_a_resubmission_from_an_lms_zip_is_the_grade_of_record(course, tmp_path, capsys):
+    first = _zip(tmp_path / "first.zip", {
+        "alice_1_2_toy.ipynb": (toy.student_notebook(course), (2026, 10, 14, 9, 30, 0)),
+        "dave_3_4_toy.ipynb": (toy.student_notebook(course, total=BLANK), (2026, 10, 14, 10, 0, 0))})
+    assert _run(course, "collect", str(first), "--assignment", "toy") == 0
+    # the zip member's time, read as UTC, is the submission time nbgrader reads
+    stamp = (course / "submitted/dave/toy/timestamp.txt").read_text()
+    assert stamp == "2026-10-14 10:00:00.000000 UTC"
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    capsys.readouterr()
+    assert _exported(course) == {"alice": 7.0, "dave": 2.0}
+
+    second = _zip(tmp_path / "second.zip", {
+        "dave_3_4_toy-1.ipynb": (toy.student_notebook(course), (2026, 10, 15, 8, 0, 0))})
+    assert _run(course, "collect", str(second), "--assignment", "toy", "--force") == 0
+    out = capsys.readouterr().out
+    assert ("dave: replaced an earlier submission of toy (graded: the next `autograder grade` "
+            "regrades it)") in out
+    assert "alice" not in out
+    assert (course / "submitted/dave/toy/timestamp.txt").read_text().startswith("2026-10-15 08:00")
+
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0  # no --force
+    out = capsys.readouterr().out
+    assert "graded 1, of them regraded 1 (submission changed), skipped 1" in out, out
+    assert _exported(course) == {"alice": 7.0, "dave": 7.0}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission("toy", "dave").timestamp == datetime(2026, 10, 15, 8, 0, 0)
+
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0  # nothing changed now
+    assert "graded 0, skipped 2" in capsys.readouterr().out
+
+
+def test_a_notebook_landing_over_a_graded_one_is_regraded(course, capsys):
+    """What the feedback service does: a new notebook written into submitted/ over an LMS-collected
+    one, its timestamp.txt no newer (the clocks of two machines): the digest still sees it."""
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    capsys.readouterr()
+    before = _exported(course)["alice"]
+    nbformat.write(toy.student_notebook(course, total=BLANK), course / "submitted/alice/toy/toy.ipynb")
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    assert "regraded 1 (submission changed)" in capsys.readouterr().out
+    assert _exported(course)["alice"] == before - 5.0  # total is behind 3 + 1 + 1 points
+
+
+def test_collect_writes_the_time_of_every_layout(course, tmp_path, capsys):
+    # an exchange inbound: the time in the folder's name, never the timestamp.txt the student wrote
+    inbound = tmp_path / "inbound" / "erin+toy+2026-10-13 12:00:00.000000 UTC+abc"
+    inbound.mkdir(parents=True)
+    nbformat.write(toy.student_notebook(course), inbound / "toy.ipynb")
+    (inbound / "timestamp.txt").write_text("2020-01-01 00:00:00.000000 UTC")
+    assert _run(course, "collect", str(inbound.parent)) == 0
+    assert (course / "submitted/erin/toy/timestamp.txt").read_text() == \
+        "2026-10-13 12:00:00.000000 UTC"
+    # an LMS download unpacked into a folder: the file's modification time
+    folder = tmp_path / "download"
+    folder.mkdir()
+    nbformat.write(toy.student_notebook(course), folder / "fay_9_9_toy.ipynb")
+    import os
+
+    os.utime(folder / "fay_9_9_toy.ipynb", (1792000000, 1792000000))  # 2026-10-14 ... UTC
+    assert _run(course, "collect", str(folder), "--assignment", "toy") == 0
+    assert (course / "submitted/fay/toy/timestamp.txt").read_text() == \
+        datetime.utcfromtimestamp(1792000000).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
+    capsys.readouterr()
