@@ -342,3 +342,66 @@ def test_retry_after_reads_seconds_or_a_date_and_ignores_anything_else(header, w
     response = requests.Response()
     response.headers["Retry-After"] = header
     assert retry_after(response) == wanted
+
+
+def test_an_unreachable_canvas_is_one_error_line_without_a_long_retry(tmp_path, monkeypatch, capsys):
+    """m1 (issue 41): a URL whose host does not resolve ends in one ``autograder lms: error:`` line,
+    at once (a name that does not resolve is not retried), not a requests traceback after ~17 s."""
+    import time
+
+    course = make_course(tmp_path / "course")
+    monkeypatch.setenv("CANVAS_API_TOKEN", "x")
+    started = time.monotonic()
+    code = main(["--course-root", str(course.root), "lms", "canvas", "--url", "https://canvas.invalid",
+                 "--course", "1"])
+    took = time.monotonic() - started
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("autograder lms: error: cannot reach Canvas at https://canvas.invalid: ")
+    assert "canvas.invalid" in err.split(": ", 3)[-1] and "Traceback" not in err
+    assert took < 5, f"{took:.1f} s: a name that does not resolve was retried"
+
+
+def test_a_refused_connection_is_retried_then_one_error_line(tmp_path, capsys):
+    from autograder.lms.canvas_http import PatientAdapter, unreachable
+
+    slept: list[float] = []
+    adapter = PatientAdapter(retries=2, timeout_s=2, sleep=slept.append)
+    import requests
+
+    session = requests.Session()
+    session.mount("http://", adapter)
+    with pytest.raises(requests.ConnectionError) as caught:
+        session.get("http://127.0.0.1:9/api/v1/courses/1")
+    assert len(slept) == 2  # a refused connection may be a server restarting: retried
+    assert "Connection refused" in unreachable(caught.value) and "\n" not in unreachable(caught.value)
+
+
+def test_only_assignments_handed_in_or_past_due_are_posted(tmp_path, fake, capsys, monkeypatch):
+    """M4 (issue 41): nobody has submitted 04_adagrad and it is not due: neither the preview nor the
+    import CSV has it (no column of zeros), and both say why; --all-assignments posts it."""
+    import datetime as dt
+
+    klass = {sid: (first, last, email, {"01_strides": work["01_strides"]})
+             for sid, (first, last, email, work) in CLASS.items() if "01_strides" in work}
+    course = make_course(tmp_path / "course", klass=klass)
+    with course.gradebook() as gb:
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)  # nbgrader keeps naive UTC
+        gb.update_or_create_assignment("04_adagrad", duedate=now + dt.timedelta(days=7))
+    result = sync(course, options_for(fake), token=fake.token)
+    assert {row.assignment for row in result.rows} == {"01_strides"}
+    assert len(result.left_out) == 1 and result.left_out[0].startswith("04_adagrad: left out")
+    assert "due date" in result.left_out[0] and "--all-assignments" in result.left_out[0]
+    assert all("/504/" not in r.path for r in fake.requests)
+    every = sync(course, options_for(fake), token=fake.token, all_assignments=True)
+    assert {row.assignment for row in every.rows} == {"01_strides", "04_adagrad"}
+
+    out = tmp_path / "grades.csv"
+    assert main(["--course-root", str(course.root), "lms", "csv", str(out)]) == 0
+    assert next(csv.reader(out.open()))[5:] == ["01_strides"]
+    assert "04_adagrad: left out" in capsys.readouterr().err
+    with course.gradebook() as gb:  # now past due: posted, 0 for everyone who did not hand it in
+        gb.update_or_create_assignment("04_adagrad", duedate=now - dt.timedelta(days=1))
+    assert main(["--course-root", str(course.root), "lms", "csv", str(out)]) == 0
+    rows = list(csv.reader(out.open()))
+    assert rows[0][5:] == ["01_strides", "04_adagrad"] and {r[6] for r in rows[2:]} == {"0"}
