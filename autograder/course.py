@@ -7,6 +7,7 @@ itself would use from the same directory.
 
 from __future__ import annotations
 
+import difflib
 import glob
 import os
 import sys
@@ -75,15 +76,26 @@ class Course:
             return sorted(a.name for a in gb.assignments)
 
     def require_assignment(self, assignment: str) -> None:
-        """Raise CourseError unless the gradebook knows ``assignment``."""
+        """Raise CourseError unless the gradebook knows ``assignment``: "did you mean ...?" for a
+        name close to one it knows, else how to add it (only when its source exists)."""
         with self.gradebook() as gb:
             try:
                 gb.find_assignment(assignment)
+                return
             except MissingEntry:
-                raise CourseError(
-                    f"assignment {assignment!r} is not in the gradebook {self.db_url}; "
-                    f"run `autograder release {assignment}` (nbgrader generate_assignment) first"
-                ) from None
+                known = sorted(a.name for a in gb.assignments)
+        close = difflib.get_close_matches(assignment, known, n=1, cutoff=0.6)
+        if close:
+            raise CourseError(f"no assignment {assignment!r} in the gradebook; did you mean "
+                              f"{close[0]}?")
+        source = Path(self.coursedir.format_path(self.coursedir.source_directory, ".", assignment))
+        if source.is_dir():
+            raise CourseError(
+                f"assignment {assignment!r} is not in the gradebook {self.db_url}; "
+                f"run `autograder release {assignment}` (nbgrader generate_assignment) first")
+        raise CourseError(f"assignment {assignment!r} is not in the gradebook, nor in "
+                          f"{self.coursedir.source_directory}/ (the gradebook has "
+                          f"{', '.join(known) or 'none yet'})")
 
 
 def _put_interpreter_on_path() -> None:

@@ -112,3 +112,22 @@ def test_collect_writes_the_time_of_every_layout(course, tmp_path, capsys):
     assert (course / "submitted/fay/toy/timestamp.txt").read_text() == \
         datetime.utcfromtimestamp(1792000000).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
     capsys.readouterr()
+
+
+def test_a_typo_or_nothing_to_grade_says_so_and_starts_no_sandbox(tmp_path, monkeypatch, capsys):
+    """m6: `grade 01_stride` suggests the name; `grade 02_einops` with an empty submitted/ says so
+    before a sandbox starts (the executor is never opened)."""
+    import autograder.grading.pipeline as pipeline
+
+    def no_executor(*args, **kwargs):
+        raise AssertionError("a sandbox was started")
+
+    monkeypatch.setattr(pipeline, "open_executor", no_executor)
+    root = toy.make_toy_course(tmp_path / "course")
+    assert _run(root, "grade", "tyo", "--no-progress") == 1
+    assert "no assignment 'tyo' in the gradebook; did you mean toy?" in capsys.readouterr().err
+    assert _run(root, "grade", "toy", "--no-progress") == 1
+    assert "no submissions of toy in submitted/" in capsys.readouterr().err
+    toy.submit(root, "alice")
+    assert _run(root, "grade", "toy", "--student", "zed", "--no-progress") == 1
+    assert "no submissions of toy by zed in submitted/" in capsys.readouterr().err

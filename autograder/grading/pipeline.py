@@ -91,6 +91,24 @@ def grade_stream(options: GradeOptions, requests: Iterator[tuple[str, str] | Non
     return run.summary(batch)
 
 
+def _require_submissions(course: Course, options: GradeOptions) -> None:
+    """Raise unless the assignments asked for exist and one of them has a submission (of the
+    students asked for): ``grade 02_einops`` with an empty submitted/ says so and starts nothing."""
+    names = list(options.assignments or course.submitted_assignments())
+    for name in names:
+        course.require_assignment(name)
+    folder = f"{course.coursedir.submitted_directory}/"
+    if not names:
+        raise GradingError(f"no submissions in {folder} (autograder collect puts them there)")
+    wanted = set(options.students or ())
+    if any(not wanted or wanted & set(course.submitted_students(name)) for name in names
+           if course.submitted_students(name)):
+        return
+    by = f" by {', '.join(sorted(wanted))}" if wanted else ""
+    raise GradingError(f"no submissions of {', '.join(names)}{by} in {folder} (autograder collect "
+                       "puts them there)")
+
+
 @dataclass
 class _Run:
     """What one grading run sets up before its first submission: course, executor, device, timeout."""
@@ -110,6 +128,8 @@ class _Run:
         for, or every assignment with submissions."""
         started = time.monotonic()
         course = load_course(options.course_root, db_url=options.db_url)
+        if not every_assignment:  # before any sandbox starts: nothing to grade is an error
+            _require_submissions(course, options)
         executor = open_executor(options, course)  # the local one starts its template now
         try:
             return cls._set_up(options, course, executor, started, every_assignment=every_assignment)
