@@ -343,6 +343,9 @@ def print_summary(summary) -> None:
     print(f"graded {count}{again}, skipped {summary.count('skipped')} (already graded; --force "
           f"regrades), failed {summary.count('failed')} on {summary.device} in "
           f"{summary.seconds:.1f} s ({rate:.0f} submissions/minute)")
+    not_run = summary.not_run_line()
+    if not_run:
+        print(not_run)
 
 
 def _feedback(args) -> int:
@@ -601,12 +604,18 @@ def _tokens(args) -> int:
 
 
 def _submit(args) -> int:
-    from autograder.service.client import submit, summary_lines
+    """The student edition's ``submit.py`` is this same module (``autograder publish`` copies it)."""
+    from autograder.service.client import SubmitError, exit_status, submit, summary_lines
 
-    status = submit(args.notebook, url=args.url, wait=not args.no_wait)
+    try:
+        status = submit(args.notebook, url=args.url, wait=not args.no_wait)
+    except SubmitError as error:
+        raise AutograderError(str(error)) from None
+    if args.no_wait:
+        return 0
     for line in summary_lines(status):
         print(plain(line))
-    return 0 if status.get("state") not in ("failed", "error") else 1
+    return exit_status(status)
 
 
 COMMANDS.update({"serve": _serve, "tokens": _tokens, "submit": _submit, "worker": _worker})

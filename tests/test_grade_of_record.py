@@ -131,3 +131,31 @@ def test_a_typo_or_nothing_to_grade_says_so_and_starts_no_sandbox(tmp_path, monk
     toy.submit(root, "alice")
     assert _run(root, "grade", "toy", "--student", "zed", "--no-progress") == 1
     assert "no submissions of toy by zed in submitted/" in capsys.readouterr().err
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_has_cuda(), reason="with a GPU the GPU checks run")
+def test_gpu_checks_not_run_are_named_in_the_summary_and_the_run_record(tmp_path, monkeypatch,
+                                                                          capsys):
+    """M1/item 5: without a GPU (and without --allow-cpu) the GPU check scores 0 with NeedsGPU; the
+    summary's problems column, its last line and the run record say so."""
+    import json
+
+    monkeypatch.delenv("AUTOGRADER_ALLOW_CPU", raising=False)
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "alice")
+    toy.submit(root, "bob")
+    assert _run(root, "grade", "toy", "--no-progress") == 0
+    out = capsys.readouterr().out
+    assert out.count("not run: no GPU (1 check)") == 2, out
+    assert ("2 grade cells of 2 submissions were not run: no GPU here; grade them on a GPU machine "
+            "(or --allow-cpu)") in out
+    record = json.loads((root / "autograded/alice/.autograder/toy.json").read_text())
+    assert record["not_run"] == {"reason": "not run: no GPU", "cells": ["test_total_gpu"]}
+    assert "not run: no GPU (1 check)" in record["problems"]
+    assert record["score"] == 6.0  # the GPU check's point is not the student's, but scored 0 for now

@@ -138,6 +138,8 @@ class SubmissionResult:
     # "failed" because the grading machine failed, not the notebook (``errors.GraderFault``, a
     # submission an executor could not run): grading it again may succeed
     grader_fault: bool = False
+    # grade cells the grading machine did not run (no GPU: ``machine_limits``), scored 0 for now
+    not_run: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,16 @@ class GradeSummary:
         """How many of the graded submissions were regraded because their notebook changed."""
         changed = set(self.changed)
         return sum(r.status == "graded" and (r.student, r.assignment) in changed for r in self.results)
+
+    def not_run_line(self) -> str | None:
+        """The summary's last line when grade cells were not run (None when every cell ran)."""
+        unrun = [r.not_run for r in self.results if r.not_run]
+        if not unrun:
+            return None
+        cells, submissions = sum(unrun), len(unrun)
+        return (f"{cells} grade cell{'s' if cells != 1 else ''} of {submissions} "
+                f"submission{'s' if submissions != 1 else ''} {'were' if cells != 1 else 'was'} not "
+                "run: no GPU here; grade them on a GPU machine (or --allow-cpu)")
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)

@@ -58,6 +58,7 @@ from autograder.grading.run_record import (
     move_record_out,
     read_record,
 )
+from autograder.machine_limits import NOT_RUN_REASON, not_run_cells
 from autograder.sandbox.inside.protocol import Failure
 
 
@@ -152,6 +153,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     run_record: dict[str, Any] = {"graded_by": f"autograder {autograder.__version__}",
                                   "device": device, "notebooks": {}, "review": []}
     rules = forbidden.course_rules(course, assignment)
+    not_run: list[str] = []  # grade ids the machine could not run (machine_limits)
     aside = None
     try:
         with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
@@ -188,8 +190,14 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                     reasons.append(f"{nb_run.name}.ipynb: {NEEDS_REVIEW}: the notebook's process died "
                                    f"before {', '.join(review)} ran; flagged for manual grading "
                                    "(formgrader), 0 points until then")
+                unrun = not_run_cells(nb.cells)  # NeedsGPU: the machine's, not the student's
+                not_run += unrun
                 run_record["notebooks"][nb_run.name] = {"seconds": round(outcome.seconds, 3),
-                                                        "reason": outcome.reason}
+                                                        "reason": outcome.reason,
+                                                        "not_run": unrun}
+            if not_run:
+                reasons.append(not_run_problem(len(not_run)))
+            run_record["not_run"] = {"reason": NOT_RUN_REASON, "cells": not_run}
             gb.db.flush()
             gb.db.expire_all()  # scores are SQL sums: reload them after the flush
             found = gb.find_submission(assignment, student)
@@ -212,7 +220,12 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     steps.set_permissions(assignment=assignment, student=student)
     seconds = sum(r.require_outcome().seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
-                            seconds=seconds, reasons=tuple(reasons))
+                            seconds=seconds, reasons=tuple(reasons), not_run=len(not_run))
+
+
+def not_run_problem(cells: int) -> str:
+    """The problems column's entry for a submission with grade cells this machine did not run."""
+    return f"{NOT_RUN_REASON} ({cells} check{'s' if cells != 1 else ''})"
 
 
 NEEDS_REVIEW = "needs review"
