@@ -76,7 +76,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
                 if result.cuda:
                     verdict = "run on CUDA"
                 else:
-                    verdict = "NO CUDA: score 0 ('needs a GPU runner') unless graded with --allow-cpu"
+                    verdict = "NO CUDA: score 0, reported as 'not run: no GPU', unless graded with --allow-cpu"
                 result.add(f"GPU checks of {assignment}", f"{', '.join(cells)}: {verdict}")
             else:
                 result.add(f"GPU checks of {assignment}", "none (CPU only)")
@@ -226,5 +226,5 @@ def diagnose_slurm(options, *, course_root: Path = Path("."),
                                          "per array task)"))
     else:
         rows.append(("GPU checks", True, "no GPUs requested (gpus_per_task=0): GPU-only checks score"
-                                         " 0 ('needs a GPU runner') unless graded with --allow-cpu"))
+                                         " 0 (reported as 'not run: no GPU') unless graded with --allow-cpu"))
     return rows
