@@ -87,7 +87,7 @@ def mathjax_script(url: str | None = None) -> str:
     if url:
         return f"{_MATHJAX_CONFIG}\n<script src=\"{html.escape(url, quote=True)}\"></script>"
     try:
-        import mathjax  # django-static-mathjax (requirements.lock), as the site's _ext/offline_site.py
+        import mathjax  # type: ignore[import-untyped]  # django-static-mathjax, as _ext/offline_site.py
     except ImportError:
         raise CourseError("feedback pages need MathJax and it is not installed: pip install "
                           f"django-static-mathjax, or set c.Autograder.{MATHJAX_SETTING}") from None
