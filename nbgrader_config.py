@@ -27,8 +27,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Releases are committed without outputs; the header/footer machinery is unused.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
-# Grading: a hung cell should cost a grade, not the batch.
-c.Execute.timeout = 300
+# Grading: a hung cell should cost a grade, not the batch. A reference notebook of these exercises
+# grades in about 0.5 s (its slowest cell, the GPU checks' first CUDA call, a few seconds), so 60 s per
+# cell is over ten times what an honest cell needs on a loaded machine, while a `while True` holds a
+# sandbox one minute instead of five. A cell over the limit fails alone and the later cells still run
+# (`--notebook-timeout`, the limit on the whole notebook, instead scores every cell after the hang 0).
+c.Execute.timeout = 60
 
 # Grading on a Slurm cluster (autograder.grading.options.SlurmOptions; unset keys keep its defaults, and command
 # line options win over these). For example:

@@ -128,7 +128,7 @@ def autograde_steps(course: Course) -> AutogradeSteps:
 
 def execute_timeout(course: Course) -> float | None:
     """The course's per-cell timeout, read as nbgrader reads it: ``c.Execute.timeout`` of
-    nbgrader_config.py (this course sets 300 s; a course that sets none gets nbgrader's own default).
+    nbgrader_config.py (this course sets 60 s; a course that sets none gets nbgrader's own default).
     ``GradeOptions.timeout`` (``--timeout``) wins over it when given; every limit derived from the
     result is in ``sandbox/deadlines.py``. None: no per-cell limit."""
     from nbgrader.preprocessors import Execute

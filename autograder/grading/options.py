@@ -59,10 +59,14 @@ class GradeOptions:
     allow_cpu: bool | None = setting(
         None, "--allow-cpu", "run GPU-only checks on CPU (default: AUTOGRADER_ALLOW_CPU of the process)")
     timeout: float | None = setting(
-        None, "--timeout", "seconds per cell (default: the course's c.Execute.timeout; 0: no limit)",
+        None, "--timeout", "seconds per cell (default: the course's c.Execute.timeout, 60 in this "
+        "course; 0: no limit). A cell that runs longer fails alone: it scores 0 and the cells "
+        "after it still run, so a hang in one function costs only the checks that need it",
         metavar="S")
     notebook_timeout: float | None = setting(
-        600.0, "--notebook-timeout", "seconds for a whole notebook (0: no limit)", metavar="S")
+        600.0, "--notebook-timeout", "seconds for a whole notebook (0: no limit). When it fires, "
+        "the cell running then and every cell after it score 0: the same hang costs far more than "
+        "under the per-cell limit, so keep it above what a whole notebook needs", metavar="S")
     memory_limit_gb: float | None = setting(
         4.0, "--memory-limit", "memory one notebook may use on top of the template (0: no limit)",
         metavar="GB")

@@ -257,6 +257,8 @@ class _Batch:
                                           reasons=(reason,), grader_fault=True))
 
     def starting(self, submission: Submission) -> None:
+        if self.progress is not None and submission.key in self.pending:
+            self.progress.started(submission.key, f"{submission.assignment}/{submission.student}")
         if self.on_start is not None and submission.key in self.pending:
             self.on_start(submission.student, submission.assignment)
 
@@ -273,8 +275,9 @@ class _Batch:
             self.settled(result)
         else:
             self.results.append(result)
-        if self.progress is not None:
-            self.progress.advance(f"{result.assignment}/{result.student}")
+        if self.progress is not None:  # what runs is listed below the bar, not who finished last
+            self.progress.finished((result.assignment, result.student))
+            self.progress.advance()
 
     def drop_unrecorded(self) -> None:
         """What was not recorded (the run was stopped) leaves no stage behind."""
