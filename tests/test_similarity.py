@@ -239,3 +239,28 @@ def test_the_csv_and_the_self_contained_html(graded_class):
     # offline: nothing to fetch (code may quote a URL as text, escaped)
     assert "<script" not in page and "<link" not in page and "src=" not in page
     assert "href='http" not in page and 'href="http' not in page and "url(" not in page
+
+
+def test_a_check_the_machine_did_not_run_is_never_failed_the_same_way(graded_class, tmp_path):
+    """Issue 41 (M1): graded without a GPU, every notebook shows NeedsGPU in the GPU cell; a pair is
+    ranked by the mistakes its students share, never by that."""
+    root = graded_class.csv_path.parents[2]
+    for student in ("honest_loop", "copies_loop"):
+        nb = nbformat.read(root / "submitted" / student / "04_adagrad" / "04_adagrad.ipynb", as_version=4)
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id == "test_AdaGrad_gpu":
+                cell.outputs = [nbformat.v4.new_output(
+                    "error", ename="NeedsGPU", evalue="Not run: this check needs a GPU and the "
+                    "grading machine had none; the course staff will grade it on a GPU.", traceback=[])]
+            elif grade_id == "test_AdaGrad_step":
+                cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError",
+                                                       evalue="step 2 differs", traceback=[])]
+        folder = root / "autograded" / student / "04_adagrad"
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / "04_adagrad.ipynb")
+    [again] = similarity(["04_adagrad"], course_root=root, output_dir=tmp_path)
+    pair = [m for m in again.matches if {m.a.owner, m.b.owner} == {"honest_loop", "copies_loop"}]
+    assert pair and all(m.shared_failures == ["test_AdaGrad_step"] for m in pair), \
+        [(m.cell, m.shared_failures) for m in pair]
+    assert again.matches[0] in pair  # a shared real mistake still ranks first
