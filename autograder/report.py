@@ -55,6 +55,10 @@ class Grades:
     def was_run(self, student: str, assignment: str, cell: str) -> bool:
         return cell not in self.not_run.get((student, assignment), ())
 
+    def not_run_count(self, assignment: str, cell: str) -> int:
+        """How many submissions of ``assignment`` the machine did not run ``cell`` of."""
+        return sum(cell in cells for (_, a), cells in self.not_run.items() if a == assignment)
+
     def not_run_warnings(self) -> dict[str, str]:
         """assignment -> "N grade cells in K submissions were not run: no GPU", where any was."""
         found = {}
@@ -161,7 +165,9 @@ def _figures(grades: Grades) -> list[tuple[str, str]]:
     failed = _failure_rates(grades)[:15]
     if failed:
         fig, ax = plt.subplots(figsize=(7, 0.35 * len(failed) + 1))
-        labels = [f"{a}/{c}" for a, c, _, _ in failed][::-1]
+        labels = [f"{a}/{c}" + (f" (ran in {n} of {n + grades.not_run_count(a, c)})"
+                                 if grades.not_run_count(a, c) else "")
+                  for a, c, _, n in failed][::-1]
         ax.barh(labels, [rate for *_, rate, _ in failed][::-1], color="#c05050")
         ax.set_xlabel("fraction of submissions that lost points")
         ax.set_xlim(0, 1)
@@ -295,7 +301,9 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
     if rates:
         parts.append("<h2>Grade cells by failure rate</h2><table><tr><th>grade cell</th>"
                      "<th>lost points</th><th>submissions</th></tr>")
-        parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}</td></tr>"
+        parts += [f"<tr><td>{esc(a)}/{esc(c)}</td><td>{r:.0%}</td><td>{n}"
+                  + (f" ({grades.not_run_count(a, c)} more {NOT_RUN_REASON})"
+                     if grades.not_run_count(a, c) else "") + "</td></tr>"
                   for a, c, r, n in rates]
         parts.append("</table>")
     if named is not None:
