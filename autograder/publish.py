@@ -111,6 +111,12 @@ def publish(*, destination: Path, course_root: Path = Path("."),
     return _sync(destination, files, earlier)
 
 
+# The feedback service's client, Python's standard library only: the edition's submit.py is this file.
+# Read as a file (publish imports nothing of the service); tests/test_publish.py keeps them equal.
+CLIENT = Path(__file__).resolve().parent / "service" / "client.py"
+CLIENT_NAME = "submit.py"
+
+
 def edition_files(course_root: Path, *, instructor_urls: Sequence[str] = ()) -> dict[str, bytes]:
     """Relative POSIX path -> bytes of every file of the edition (the marker excepted), sorted."""
     root = Path(course_root)
@@ -143,6 +149,7 @@ def edition_files(course_root: Path, *, instructor_urls: Sequence[str] = ()) -> 
     files["requirements-site.txt"] = _requirements(
         f"Building the site ({BUILD_COMMAND}): the student packages and the book's.",
         ["-r requirements-student.txt"] + [_pin(name, locked) for name in SITE_PACKAGES])
+    files[CLIENT_NAME] = CLIENT.read_bytes()  # the course package's client itself, never a copy
     files[".gitignore"] = GITIGNORE.encode()
     files[".github/workflows/site.yml"] = Template(PAGES_WORKFLOW).substitute(
         branch=branch, build=BUILD_COMMAND).encode()
@@ -382,6 +389,7 @@ at the next publish); report problems as issues on <$url>.
 $edition_rows| `_config.yml`, `_toc.yml`, `_ext/`, `references.*` | the site (Jupyter Book) |
 | `requirements-student.txt` | what the exercises and lecture pages need (also the course hub's image) |
 | `requirements-site.txt` | what building the site needs |
+| `submit.py` | submits a notebook to the course's feedback service from a terminal (below) |
 
 ## Open the exercises
 
@@ -416,6 +424,34 @@ cases (a failure message prints its seed), so passing the visible tests is neces
 **Submit** on the course hub with *Nbgrader → Assignment List → Submit*, or upload the saved
 `NN_name.ipynb` (not renamed, not re-exported) where your course collects work. Graders re-run the
 notebook from the top: it must run cleanly after *Kernel → Restart and Run All*.
+
+## Feedback before the deadline: the feedback service
+
+If your course runs the feedback service, a notebook you upload to it is graded at once, with the
+visible and the hidden tests, in a sandbox, and you see which tests passed (how much the feedback shows
+before the due date is the course's choice). The course staff give you the service's address and your
+own **course token**: it is your login, keep it to yourself.
+
+- **In the browser:** open the address, paste your token once, choose `NN_name.ipynb` and press
+  *Submit*. The page shows your place in the queue, then the score and each test; the assignments
+  table shows when each exercise opens and is due, and how many submissions you have left.
+- **From a terminal:** `submit.py` (one file, Python's standard library only: nothing to install):
+
+  ```bash
+  export AUTOGRADER_URL=<the service's address>
+  export AUTOGRADER_TOKEN=<your course token>   # or leave it unset: submit.py asks for it
+  python submit.py exercises/NN_name/NN_name.ipynb
+  ```
+
+  It prints the score and each test, or why the notebook was not graded. Exit status: 0 graded, 1
+  refused, not graded or a grader error, 2 not graded yet (`--no-wait` only submits).
+
+The file's name says which exercise it is; a copy renamed by your browser or Colab
+(`NN_name (1).ipynb`, `Copy of NN_name.ipynb`) is recognised by its cells. An upload refused ("no
+grader … is running now", a limit, not open yet) was not recorded: nothing counts against you. A
+"grader error" is the service's fault, not your notebook's, and does not count either; the staff are
+told. What the course grades in the end is the notebook it collects (on the hub, or the latest or best
+upload here, as the assignments table says).
 
 ## Build the site
 

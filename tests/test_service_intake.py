@@ -76,8 +76,11 @@ BAD_INPUTS = [
     ("not-a-notebook", "alice", "answers.txt", b"42", None, 400, "is not a notebook"),
     ("invalid-json", "alice", "01_strides.ipynb", b"{ not json", None, 400,
      "not a Jupyter notebook"),
-    ("unknown-notebook", "alice", "99_other.ipynb", "right", None, 400,
-     "not a notebook of this course"),
+    ("unknown-notebook", "alice", "99_other.ipynb",
+     b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', None, 400,
+     "its name is not that of a notebook of this course and its cells do not say which one"),
+    ("renamed-copy-asked-for-another", "alice", "Copy of 01_strides.ipynb", "right", "02_einops",
+     400, "is a notebook of 01_strides (by its cells), not of 02_einops"),
     ("another-assignment-asked", "alice", "02_einops.ipynb", "einops", "01_strides", 400,
      "is a notebook of 02_einops, not of 01_strides"),
     ("renamed-other-notebook", "alice", "01_strides.ipynb", "einops", None, 400,
@@ -247,3 +250,174 @@ def test_the_queue_pace_is_read_from_recent_grades_at_most_every_few_seconds(sto
     assert store.pace_s() == pytest.approx(60 / 6)
     clock[0] += 5
     assert store.pace_s() == pytest.approx(60 / 8) and len(jobs) == 8
+
+
+# -- issue 41: renamed copies, graders that are not running, what a student is shown, dates, reloads --
+
+@pytest.mark.parametrize("filename", ["01_strides (1).ipynb", "Copy of 01_strides.ipynb",
+                                      "Copy of 01_strides (2).zh-TW.ipynb"])
+def test_a_renamed_copy_is_the_notebook_its_cells_identify(course, store, notebooks, filename):
+    """m2: a browser's second download and Colab's copy are accepted as the notebook they are."""
+    accepted = accept(settings_with(course), store, student="dave", filename=filename,
+                      content=notebooks["right"], now=T0)
+    row = store.get(accepted.id)
+    assert (row.assignment, row.notebook) == ("01_strides", "01_strides.ipynb")
+    folder = course / "submitted" / "dave" / "01_strides"
+    assert sorted(p.name for p in folder.iterdir()) == ["01_strides.ipynb", "timestamp.txt"]
+    # nbgrader's own format: the batch grader sees this upload as the newest submission
+    assert parse_utc((folder / "timestamp.txt").read_text()).replace(tzinfo=None) == T0
+
+
+def test_a_renamed_copy_of_another_exercise_is_that_exercise(course, store, notebooks):
+    accepted = accept(settings_with(course), store, student="dave", filename="Copy of 01_strides.ipynb",
+                      content=notebooks["einops"], now=T0)
+    assert store.get(accepted.id).assignment == "02_einops"
+
+
+def _enqueue_web(course, store, notebooks, name="01_strides"):
+    """The web process's way: identify, then enqueue only if a running worker grades it."""
+    from autograder.service.intake import check_upload, enqueue, identify
+
+    upload = identify(check_upload(settings_with(course), student="alice",
+                                   filename=f"{name}.ipynb", content=notebooks["right"]))
+    assert not isinstance(upload, str), upload
+    return enqueue(settings_with(course), store, upload, now=T0, require_grader=True)
+
+
+def test_an_exercise_no_running_worker_grades_is_refused_and_what_waits_says_why(course, store,
+                                                                                  notebooks):
+    """M2: nobody grading (no worker, or only workers without a GPU for a GPU exercise): refused
+    at upload, nothing written; a queued one (its worker gone) shows why it waits, to the student
+    and the staff."""
+    from autograder.service.web import queue_view, submission_view
+
+    def landed() -> list[tuple[str, float]]:
+        return sorted((str(p), p.stat().st_mtime) for p in (course / "submitted").rglob("*"))
+
+    before = landed()
+    with pytest.raises(Refused) as refused:
+        _enqueue_web(course, store, notebooks)
+    assert refused.value.status == 503 and "no grader is running now" in refused.value.message
+    assert not store.history() and landed() == before
+    store.register_worker("worker-cpu", host="h", pid=1, gpu=False, skip=["01_strides"], live_s=60)
+    with pytest.raises(Refused) as refused:  # a worker that leaves it to one with a GPU
+        _enqueue_web(course, store, notebooks)
+    assert "no grader for 01_strides is running now (it needs a GPU" in refused.value.message
+    assert "nothing was submitted" in refused.value.message and "--" not in refused.value.message
+    assert not store.history() and landed() == before
+    parked = store.add(student="bob", assignment="01_strides", notebook="01_strides.ipynb",
+                       content=notebooks["right"], received_at=T0, late=False)
+    view = submission_view(store.get(parked), settings_with(course), store, T0)
+    assert "stays in the queue and is graded when one starts" in view["waiting"]
+    staff = queue_view(settings_with(course), store)
+    assert "--gpu" in staff["waiting"]["01_strides"] and "--allow-cpu" in staff["waiting"]["01_strides"]
+    assert [w["id"] for w in staff["workers"]] == ["worker-cpu"]
+    store.register_worker("worker-gpu", host="h", pid=2, gpu=True, skip=[], live_s=60)
+    assert "waiting" not in submission_view(store.get(parked), settings_with(course), store, T0)
+    accepted = _enqueue_web(course, store, notebooks)
+    assert store.get(accepted.id).state == "queued"
+    store.worker_alive("worker-gpu", skip=[], live_s=-1)  # its heartbeat stopped: not a grader now
+    assert "waiting" in submission_view(store.get(parked), settings_with(course), store, T0)
+    store.unregister_worker("worker-cpu")
+    assert queue_view(settings_with(course), store)["workers"] == []
+
+
+def test_a_student_never_sees_a_server_path_and_a_grader_error_only_as_one(course, store, notebooks):
+    """B1: the grader's own words (with the server's paths) are the staff's; the student reads
+    "grader error: the course staff have been told", and no absolute path in any reason."""
+    from autograder.service.web import GRADER_ERROR, redact_paths, submission_view
+
+    secret = "/srv/course/.service/workspace/autograded/alice/.grading-01_strides-42"
+    job = store.add(student="alice", assignment="01_strides", notebook="01_strides.ipynb",
+                    content=notebooks["right"], received_at=T0, late=False)
+    lease = store.claim("w", 1)[0].lease
+    store.started(job, lease)
+    store.fault(job, lease, f"[Errno 13] Permission denied: '{secret}'")
+    retried = submission_view(store.get(job), settings_with(course), store, T0)
+    assert GRADER_ERROR in retried["reason"] and "/srv" not in str(retried)
+    lease = store.claim("w", 1)[0].lease
+    store.started(job, lease)
+    store.fault(job, lease, f"[Errno 13] Permission denied: '{secret}'")
+    student = submission_view(store.get(job), settings_with(course), store, T0)
+    staff = submission_view(store.get(job), settings_with(course), store, T0, staff=True)
+    assert student["state"] == "error" and student["reason"].startswith(GRADER_ERROR)
+    assert "/srv" not in str(student) and secret in staff["reason"]
+    assert redact_paths(f"cannot read {secret}: gone; see /tmp/x.log") == \
+        "cannot read .grading-01_strides-42: gone; see x.log"
+    assert redact_paths("expected (3, 3, 1), got 0/10 and a/b") == "expected (3, 3, 1), got 0/10 and a/b"
+
+
+def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "") -> str:
+    """``path`` of the real web application (clock frozen at T0), as ``user`` sees it."""
+    import asyncio
+    import threading
+
+    import httpx
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    from autograder.service.web import make_app
+
+    sockets = bind_sockets(0, "127.0.0.1")
+    port = sockets[0].getsockname()[1]
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        server = HTTPServer(make_app(store=store, settings=settings, hub=False, clock=lambda: T0))
+        server.add_sockets(sockets)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        reply = httpx.get(f"http://127.0.0.1:{port}/{path}", timeout=30,
+                          headers={"Authorization": f"Bearer {store.issue_token(user)}"})
+        assert reply.status_code == 200, reply.text[-2000:]
+        return reply.text
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_pages_show_dates_humanely_and_a_not_yet_open_exercise_says_when_it_opens(course, store):
+    """m3: "4 Dec 2026, 23:59 UTC", not ISO; "opens <date>", not "(closed)"."""
+    from autograder.service.web import assignment_views
+
+    settings = dataclasses.replace(settings_with(course), policies={
+        "01_strides": {"due": "2026-12-04T23:59:00+00:00"},
+        "02_einops": {"opens": "2026-12-20T09:00:00Z"}}, _cache=None)
+    views = {v["assignment"]: v for v in assignment_views(settings, store, "alice", T0)}
+    assert views["01_strides"]["due_shown"] == "4 Dec 2026, 23:59 UTC"
+    assert views["02_einops"]["not_yet_open"] and not views["01_strides"]["not_yet_open"]
+    page = _get_page(settings, store, "alice")
+    assert "(opens 20 Dec 2026, 09:00 UTC)" in page and "4 Dec 2026, 23:59 UTC" in page
+    assert "(closed)" not in page and "2026-12-04T23:59" not in page
+
+
+def test_a_policy_edit_in_nbgrader_config_is_read_again_without_a_restart(course, tmp_path,
+                                                                          monkeypatch):
+    """m4: the service reads c.AutograderService again when nbgrader_config.py changes; a broken
+    edit keeps the settings before it."""
+    import os
+    import shutil
+
+    from autograder.service import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "RELOAD_CHECK_S", 0.0)
+    course = shutil.copytree(course_root := course, tmp_path / "course")
+    assert course != course_root
+    config = course / "nbgrader_config.py"
+    original = config.read_text()
+    settings = ServiceSettings.of(load_course(course))
+    assert settings.policy("01_strides").max_submissions != 1
+    config.write_text(original + '\nc.AutograderService.policy = {"default": {"max_submissions": 1}}\n')
+    os.utime(config, (1e9, 1e9))
+    assert settings.policy("01_strides").max_submissions == 1
+    config.write_text(original + '\nc.AutograderService.policy = {"default": {"counts": "nope"}}\n')
+    os.utime(config, (2e9, 2e9))
+    assert settings.policy("01_strides").max_submissions == 1  # the broken edit is not applied
+

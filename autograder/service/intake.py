@@ -10,7 +10,7 @@ Then one row is queued and, when the latest submission counts, it lands in ``sub
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from autograder.collect import STUDENT_ID, notebook_problem
 from autograder.service.landing import land
 from autograder.service.settings import ServiceSettings
-from autograder.service.store import Store
+from autograder.service.store import PROBE_OK, Store
 from autograder.source import graded_notebook_name
 
 
@@ -50,10 +50,11 @@ class Upload:
 
     student: str
     name: str  # as uploaded, for messages
-    stem: str  # the notebook it is graded as
-    assignment: str
+    stem: str  # the notebook it is graded as ("": its name says not; its cells decide, ``identify``)
+    assignment: str  # ("" likewise)
     content: bytes
     grade_ids: dict[str, dict[str, frozenset[str]]]  # assignment -> notebook -> its grade ids
+    asked: str | None = None  # the assignment the student chose, if any
 
 
 def accept(settings: ServiceSettings, store: Store, *, student: str, filename: str, content: bytes,
@@ -62,10 +63,10 @@ def accept(settings: ServiceSettings, store: Store, *, student: str, filename: s
     ``Refused`` having written nothing: ``check_upload``, ``examine``, ``enqueue`` in one process."""
     upload = check_upload(settings, student=student, filename=filename, content=content,
                           assignment=assignment)
-    problem = examine(upload)
-    if problem:
-        raise Refused(400, problem)
-    return enqueue(settings, store, upload, now=now)
+    found = identify(upload)
+    if isinstance(found, str):
+        raise Refused(400, found)
+    return enqueue(settings, store, found, now=now)
 
 
 def check_upload(settings: ServiceSettings, *, student: str, filename: str, content: bytes,
@@ -82,16 +83,70 @@ def check_upload(settings: ServiceSettings, *, student: str, filename: str, cont
     if stem is None:
         raise Refused(400, f"{name!r} is not a notebook: upload the assignment's .ipynb file "
                            f"(one of {expected})")
-    if found is None:
-        raise Refused(400, f"{name!r} is not a notebook of this course (expected one of {expected})")
-    if assignment is not None and found != assignment:
-        raise Refused(400, f"{name!r} is a notebook of {found}, not of {assignment}: nothing was "
-                           f"submitted to {assignment}")
+    if assignment is not None and assignment not in settings.assignments():
+        raise Refused(400, f"no assignment {assignment!r} in this course (expected one of "
+                           f"{', '.join(sorted(settings.assignments()))})")
     if len(content) > settings.max_upload_bytes:
         raise Refused(413, too_large(name, len(content), settings.max_upload_bytes))
     grade_ids = {a: {nb: frozenset(settings.grade_ids(a, nb)) for nb in notebooks}
                  for a, notebooks in settings.assignments().items()}
-    return Upload(student, name, stem, found, content, grade_ids)
+    if found is None:  # "01_strides (1).ipynb", "Copy of 01_strides.ipynb": the cells decide
+        return Upload(student, name, "", "", content, grade_ids, assignment)
+    if assignment is not None and found != assignment:
+        raise Refused(400, f"{name!r} is a notebook of {found}, not of {assignment}: nothing was "
+                           f"submitted to {assignment}")
+    return Upload(student, name, stem, found, content, grade_ids, assignment)
+
+
+def identify(upload: Upload) -> Upload | str:
+    """``upload`` with the notebook it is graded as, or why it cannot be graded (``examine``). A
+    file whose name names no notebook of the course (a browser's ``01_strides (1).ipynb``, Colab's
+    ``Copy of 01_strides.ipynb``) is the notebook its cells identify without doubt: the one whose
+    grade ids it carries most of, at least half of them, and more than of any other. Pure and
+    picklable, like ``examine``."""
+    if not upload.stem:
+        import json
+
+        expected = ", ".join(f"{nb}.ipynb" for nbs in upload.grade_ids.values() for nb in nbs)
+        try:
+            raw = json.loads(upload.content)
+        except ValueError:
+            raw = None
+        cells = raw.get("cells") if isinstance(raw, dict) else None
+        if not isinstance(cells, list) or len(cells) > MAX_CELLS:
+            cells = []
+        ids = {meta.get("grade_id") for meta in map(_nbgrader_meta, cells) if meta is not None}
+        ranked = sorted(((len(ids & wanted), assignment, notebook, len(wanted))
+                         for assignment, notebooks in upload.grade_ids.items()
+                         for notebook, wanted in notebooks.items()), reverse=True)
+        best = ranked[0] if ranked else (0, "", "", 0)
+        runner_up = ranked[1][0] if len(ranked) > 1 else 0
+        if best[0] == 0 or 2 * best[0] < best[3] or best[0] == runner_up:
+            return (f"{upload.name!r}: its name is not that of a notebook of this course and its "
+                    f"cells do not say which one it is: upload the exercise's notebook (one of "
+                    f"{expected}), renamed if your browser or Colab renamed it")
+        _, assignment, stem, _ = best
+        if upload.asked is not None and assignment != upload.asked:
+            return (f"{upload.name!r} is a notebook of {assignment} (by its cells), not of "
+                    f"{upload.asked}: nothing was submitted to {upload.asked}")
+        upload = replace(upload, stem=stem, assignment=assignment)
+    problem = examine(upload)
+    return upload if problem is None else problem
+
+
+def no_grader(store: Store, assignment: str, *, queued: bool = False) -> str | None:
+    """Why nothing running now would grade ``assignment`` (None when a live worker does), in the
+    student's words: an upload nobody grades is refused (``queued``: one already in the queue is
+    parked, and says so), never left "0 ahead of you" forever."""
+    graders = store.graders()
+    if any(grader.grades(assignment) for grader in graders):
+        return None
+    then = ("it stays in the queue and is graded when one starts (the course staff see why on "
+            "their page)" if queued else
+            "nothing was submitted; try again later, or tell the course staff")
+    if any(grader.probe in (None, PROBE_OK) for grader in graders):
+        return f"no grader for {assignment} is running now (it needs a GPU; none running has one): {then}"
+    return f"no grader is running now: {then}"
 
 
 def too_large(name: str, size: int, cap: int) -> str:
@@ -129,15 +184,22 @@ def examine(upload: Upload) -> str | None:
     return None
 
 
-def enqueue(settings: ServiceSettings, store: Store, upload: Upload, *, now: datetime) -> Accepted:
-    """The policy (open, due, rate limit), then one queued row and, when the latest submission
-    counts, the notebook in ``submitted/``."""
+def enqueue(settings: ServiceSettings, store: Store, upload: Upload, *, now: datetime,
+            require_grader: bool = False) -> Accepted:
+    """The policy (open, due, rate limit), with ``require_grader`` a running worker that grades
+    the assignment (``no_grader``), then one queued row and, when the latest submission counts,
+    the notebook in ``submitted/``."""
     student, found, stem, content = upload.student, upload.assignment, upload.stem, upload.content
+    if not found or not stem:
+        raise ValueError(f"{upload.name}: enqueue needs an identified upload (intake.identify)")
     policy = settings.policy(found)
     earlier = store.received_since(student, found, now - timedelta(hours=policy.window_hours))
     refusal = policy.refusal(now, earlier)
     if refusal is not None:
         raise Refused(refusal.status, refusal.message, retry_after=refusal.retry_after)
+    why = no_grader(store, found) if require_grader else None
+    if why is not None:
+        raise Refused(503, why)
     late = policy.due is not None and now > policy.due
     job_id = store.add(student=student, assignment=found, notebook=f"{stem}.ipynb", content=content,
                        received_at=now, late=late)

@@ -96,6 +96,13 @@ def iso(when: datetime | None) -> str | None:
     return None if when is None else when.replace(tzinfo=UTC).isoformat(timespec="seconds")
 
 
+def human_time(when: datetime | None) -> str | None:
+    """A stored time (naive UTC) as pages show it: ``4 Dec 2026, 23:59 UTC``."""
+    if when is None:
+        return None
+    return f"{when.day} {when:%b %Y, %H:%M} UTC"
+
+
 def shown(when: datetime) -> str:
     return when.replace(tzinfo=UTC).strftime("%Y-%m-%d %H:%M UTC")
 

@@ -16,6 +16,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -25,13 +26,14 @@ from autograder.course import load_course
 from autograder.errors import CourseError
 from autograder.grading.options import settings_json
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, Store, default_url
+from autograder.service.store import LEASE_S, PROBE_OK, Store, default_url
 from autograder.service.web import make_app
 
 if TYPE_CHECKING:
     from tornado import web
 
 log = logging.getLogger("autograder.service")
+PROBE_TIMEOUT_S = 600.0  # the worker's start (sandbox warm-up, torch) and one notebook, at most
 
 
 @dataclass
@@ -52,8 +54,15 @@ class ServeOptions:
 
 
 def state_folder(options: ServeOptions) -> Path:
+    """The service's folder (database, cookie secret, the worker's workspace): this user's only,
+    mode 700, wherever it lies. Nothing in it is opened to the checker's uid (grading as root): the
+    checker works in a folder of its own that the grading engine makes reachable for it (a fresh
+    tmpfs over the folders on the way that it cannot enter, ``grading.execute.confine``)."""
     folder = Path(options.state_dir or Path(options.course_root) / ".service").resolve()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.stat()
+    if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+        folder.chmod(0o700)  # made by an earlier version, or by hand (mkdir -m 755)
     return folder
 
 
@@ -94,8 +103,15 @@ class WorkerProcess:
         self.restarts = 0
 
     def start(self) -> None:
-        self.process = subprocess.Popen(self.command)
+        self.process = subprocess.Popen([*self.command, "--report-id"], stdout=subprocess.PIPE)
         log.info("worker started (pid %d)", self.process.pid)
+
+    def read_id(self) -> str | None:
+        """The worker's id, the first line it writes (None when it exits first)."""
+        if self.process is None or self.process.stdout is None:
+            return None
+        line = self.process.stdout.readline().decode().strip()
+        return line or None
 
     def watch(self) -> None:
         if self.process is not None and self.process.poll() is not None:
@@ -143,8 +159,39 @@ def serve(options: ServeOptions) -> None:
         if options.worker else None
     app = make_app(store=store, settings=settings, hub=options.hub, prefix=prefix,
                    cookie_secret=cookie_secret(folder))
+    if worker is not None:
+        probe(worker, store)
+    else:
+        log.info("no worker here (--no-worker): uploads are refused until an `autograder worker` "
+                 "that can grade them is running")
     asyncio.run(_run(app, worker, host=host, port=port, prefix=prefix,
                      max_body=settings.max_upload_bytes * 4 + 2**20))
+
+
+def probe(worker: WorkerProcess, store: Store, *, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Start the worker and wait for its start-up probe (the reference solution of the first CPU
+    exercise graded through this service's workspace, full marks): the service starts only if the
+    grading it promises works here; otherwise it stops, saying why."""
+    started = time.monotonic()
+    worker.start()
+    worker_id = worker.read_id()
+    outcome: str | None = None
+    while worker_id is not None and time.monotonic() - started < timeout_s:
+        row = store.worker(worker_id)
+        outcome = row.probe if row is not None else None
+        if outcome is not None or worker.process is None or worker.process.poll() is not None:
+            break
+        time.sleep(0.2)
+    if outcome == PROBE_OK:
+        log.info("start-up probe passed in %.1f s (worker start, sandbox warm-up, one notebook)",
+                 time.monotonic() - started)
+        return
+    worker.stop()
+    if outcome is None:
+        code = worker.process.poll() if worker.process is not None else None
+        outcome = (f"the worker exited (status {code}) before grading the probe; its log is above"
+                   if code is not None else f"no result in {timeout_s:g} s")
+    raise CourseError(f"not started: the start-up probe failed: {outcome}")
 
 
 async def _run(app: web.Application, worker: WorkerProcess | None, *, host: str, port: int,
@@ -154,8 +201,6 @@ async def _run(app: web.Application, worker: WorkerProcess | None, *, host: str,
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     server = app.listen(port, address=host, max_body_size=max_body, xheaders=True)
-    if worker is not None:
-        worker.start()
     print(f"autograder serve: listening on http://{host}:{port}{prefix}", flush=True)
     try:
         while not stopping.is_set():

@@ -1,18 +1,23 @@
-"""The service's settings: ``c.AutograderService`` in the course's nbgrader_config.py (see policy.py)
-read once, plus what the web process needs to know about the course (roster, assignments, notebooks)."""
+"""The service's settings: ``c.AutograderService`` in the course's nbgrader_config.py (see policy.py),
+read again when that file changes (its modification time, looked at most once a second: a policy edit
+needs no restart; an edit with an error is logged and the settings before it stay), plus what the web
+process needs to know about the course (roster, assignments, notebooks)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from autograder.course import Course
+from autograder.course import CONFIG_FILE, Course, load_course
 from autograder.errors import CourseError
 from autograder.service.policy import Policy, parse_time, policy_for
 
+log = logging.getLogger("autograder.service")
 DEFAULT_UPLOAD_MB = 5.0
+RELOAD_CHECK_S = 1.0  # how often nbgrader_config.py's modification time is looked at
 WORKER_NICE = 10  # the worker and its sandboxes yield the CPU to the web process (0: as is)
 
 # (when, assignment -> notebooks, students, assignment -> due date,
@@ -33,9 +38,40 @@ class ServiceSettings:
     max_upload_bytes: int = int(DEFAULT_UPLOAD_MB * 2**20)
     refresh_s: float = 30.0
     _cache: _CourseView | None = None
+    _config_seen: tuple[float, float | None] = (0.0, None)  # (monotonic, the file's mtime) last looked
 
     @classmethod
     def of(cls, course: Course) -> ServiceSettings:
+        mtime = _mtime(course)
+        settings = cls(course=course, **cls._section(course))
+        settings._config_seen = (time.monotonic(), mtime)
+        for name in settings.assignments():  # a wrong policy is an error at start, not at submit
+            settings.policy(name)
+        return settings
+
+    def reload_if_changed(self) -> bool:
+        """Read ``c.AutograderService`` again when nbgrader_config.py changed; True when it did."""
+        now = time.monotonic()
+        if now - self._config_seen[0] < RELOAD_CHECK_S:
+            return False
+        mtime = _mtime(self.course)
+        changed = mtime != self._config_seen[1]
+        self._config_seen = (now, mtime)
+        if not changed:
+            return False
+        try:
+            fresh = ServiceSettings.of(load_course(self.course.root, db_url=self.course.db_url))
+        except Exception as error:  # noqa: BLE001 - a half-saved or wrong edit: keep what works
+            log.error("%s changed but was not applied (the settings before it stay): %s",
+                      CONFIG_FILE, error)
+            return False
+        self.policies, self.roster, self.instructors = fresh.policies, fresh.roster, fresh.instructors
+        self.instructor_group, self.max_upload_bytes = fresh.instructor_group, fresh.max_upload_bytes
+        log.info("%s changed: the service's policy and settings were read again", CONFIG_FILE)
+        return True
+
+    @staticmethod
+    def _section(course: Course) -> dict[str, Any]:
         section = course.config.get("AutograderService", {})
         policies = dict(section.get("policy", {}) or {})
         roster = section.get("roster", "gradebook")
@@ -51,12 +87,9 @@ class ServiceSettings:
         if isinstance(upload_mb, bool) or not isinstance(upload_mb, (int, float)) or upload_mb <= 0:
             raise CourseError("nbgrader_config.py: c.AutograderService.max_upload_mb must be a "
                               f"number > 0, not {upload_mb!r}")
-        settings = cls(course=course, policies=policies, roster=roster, instructors=instructors,
-                       instructor_group=str(section.get("instructor_group", "instructors")),
-                       max_upload_bytes=int(upload_mb * 2**20))
-        for name in settings.assignments():  # a wrong policy is an error at start, not at submit
-            settings.policy(name)
-        return settings
+        return {"policies": policies, "roster": roster, "instructors": instructors,
+                "instructor_group": str(section.get("instructor_group", "instructors")),
+                "max_upload_bytes": int(upload_mb * 2**20)}
 
     def _course_view(self) -> _CourseView:
         now = time.monotonic()
@@ -76,11 +109,13 @@ class ServiceSettings:
         return self._course_view()[1]
 
     def is_student(self, user: str) -> bool:
+        self.reload_if_changed()
         if self.roster == "gradebook":
             return user in self._course_view()[2]
         return user in self.roster
 
     def policy(self, assignment: str) -> Policy:
+        self.reload_if_changed()
         return policy_for(assignment, self.policies, due=self._course_view()[3].get(assignment))
 
     def grade_ids(self, assignment: str, notebook: str) -> set[str]:
@@ -92,4 +127,11 @@ class ServiceSettings:
         for name, notebooks in self.assignments().items():
             if notebook in notebooks:
                 return name
+        return None
+
+
+def _mtime(course: Course) -> float | None:
+    try:
+        return (course.root / CONFIG_FILE).stat().st_mtime
+    except OSError:
         return None

@@ -20,8 +20,10 @@ partial unique index keeps one running submission per student whatever the inter
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import secrets
 import time
 from collections.abc import Collection, Iterator, Sequence
@@ -43,6 +45,7 @@ from sqlalchemy import (
     Text,
     case,
     create_engine,
+    delete,
     event,
     func,
     inspect,
@@ -118,6 +121,40 @@ class TokenRow(_Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
+class WorkerRow(_Base):
+    """A running worker, as it registered and last said it was alive (``Store.register_worker``):
+    what it grades (``skip``: the assignments it leaves to others, JSON) and its start-up probe
+    (None while it runs, ``"ok"``, or why it failed)."""
+
+    __tablename__ = "service_worker"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+    gpu: Mapped[bool] = mapped_column(Boolean, default=False)  # grades the GPU exercises
+    skip: Mapped[str] = mapped_column(Text, default="[]")
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    live_until: Mapped[datetime] = mapped_column(DateTime, index=True)  # its heartbeat renews it
+    probe: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+@dataclass(frozen=True)
+class Grader:
+    """A live worker, as the web process reads it."""
+
+    id: str
+    host: str
+    gpu: bool
+    skip: tuple[str, ...]
+    probe: str | None
+
+    def grades(self, assignment: str) -> bool:
+        return assignment not in self.skip and self.probe in (None, PROBE_OK)
+
+
+PROBE_OK = "ok"
+
+
 @dataclass(frozen=True)
 class ClaimedSubmission:
     """A claimed submission, as the worker needs it (no ORM object crosses a session)."""
@@ -145,6 +182,25 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def private_sqlite_file(url: str) -> None:
+    """The SQLite file of ``url`` (and its -wal/-shm, which SQLite creates with its mode) readable
+    by this user only: it holds every notebook and the token digests. Created so when missing; one
+    of another mode that is ours is made so."""
+    name = url.split("///", 1)[1] if "///" in url else ""
+    if not name or name.startswith(":memory:") or "?" in name:
+        return
+    path = Path(name)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for each in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(OSError):
+            info = each.stat()
+            if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+                each.chmod(0o600)
+
+
 def default_url(state_dir: Path) -> str:
     return f"sqlite:///{Path(state_dir).resolve() / 'service.db'}"
 
@@ -160,6 +216,8 @@ class Store:
         self.lease = timedelta(seconds=lease_s)
         self.sqlite = url.startswith("sqlite")
         self._pace: tuple[float, float | None] | None = None  # (monotonic, pace_s()) last read
+        if self.sqlite:
+            private_sqlite_file(url)
         self.engine: Engine = create_engine(url, connect_args={"timeout": 30} if self.sqlite else {})
         self.writer: Engine = self.engine
         self.reader: Engine = self.engine if self.sqlite else \
@@ -418,6 +476,42 @@ class Store:
             rows = s.execute(select(SubmissionRow.state, func.count())
                              .group_by(SubmissionRow.state)).all()
         return {state: 0 for state in STATES} | {state: n for state, n in rows}
+
+    # -- the workers' registry: who grades what (the web refuses what nobody grades) ----------------
+    def register_worker(self, worker: str, *, host: str, pid: int, gpu: bool,
+                        skip: Collection[str], live_s: float) -> None:
+        now = utcnow()
+        with self.session(write=True) as s:
+            s.execute(delete(WorkerRow).where(WorkerRow.live_until < now - timedelta(days=1)))
+            s.merge(WorkerRow(id=worker, host=host[:256], pid=pid, gpu=gpu,
+                              skip=json.dumps(sorted(skip)), started_at=now,
+                              live_until=now + timedelta(seconds=live_s), probe=None))
+
+    def worker_alive(self, worker: str, *, skip: Collection[str], live_s: float) -> None:
+        """The worker's heartbeat: alive ``live_s`` more, grading all but ``skip``."""
+        with self.session(write=True) as s:
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker).values(
+                skip=json.dumps(sorted(skip)), live_until=utcnow() + timedelta(seconds=live_s)))
+
+    def worker_probed(self, worker: str, outcome: str) -> None:
+        """The worker's start-up probe: ``PROBE_OK`` or why it failed."""
+        with self.session(write=True) as s:
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker).values(probe=outcome))
+
+    def unregister_worker(self, worker: str) -> None:
+        with self.session(write=True) as s:
+            s.execute(delete(WorkerRow).where(WorkerRow.id == worker))
+
+    def worker(self, worker: str) -> WorkerRow | None:
+        with self.read() as s:
+            return s.get(WorkerRow, worker)
+
+    def graders(self) -> list[Grader]:
+        """The workers alive now (their heartbeat is recent), oldest first."""
+        with self.read() as s:
+            rows = list(s.scalars(select(WorkerRow).where(WorkerRow.live_until >= utcnow())
+                                  .order_by(WorkerRow.started_at)))
+        return [Grader(r.id, r.host, r.gpu, tuple(json.loads(r.skip or "[]")), r.probe) for r in rows]
 
     # -- tokens (standalone mode) --------------------------------------------------------------
     def issue_token(self, user: str, *, instructor: bool = False) -> str:

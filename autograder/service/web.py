@@ -30,6 +30,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import secrets
 import signal
 from collections.abc import Awaitable, Callable
@@ -49,11 +50,12 @@ from autograder.service.intake import (
     Refused,
     check_upload,
     enqueue,
-    examine,
+    identify,
+    no_grader,
     too_large,
 )
 from autograder.service.lifetime import die_with_parent
-from autograder.service.policy import iso
+from autograder.service.policy import human_time, iso
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, SubmissionRow, as_utc, digest, utcnow
 
@@ -214,20 +216,43 @@ def poll_after_s(position: int | None, pace_s: float | None = None) -> float:
     return round(min(30.0, max(1.0, wait)), 1)
 
 
+GRADER_ERROR = "grader error: the course staff have been told (not your notebook's fault)"
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:,;()]+/)+[^\s'\"/:,;()]*")
+
+
+def redact_paths(text: str) -> str:
+    """``text`` without the server's absolute paths (each becomes its last part: a file name)."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(0).rstrip("/").rsplit("/", 1)[-1] or "…", text)
+
+
+def student_reason(row: SubmissionRow) -> str | None:
+    """The reason a student is shown: their notebook's own (no server path in it), or for a fault
+    of the grader only that it was one (the detail is the staff's, on their page and in the log)."""
+    if row.state == "error" or (row.state == "queued" and row.reason):
+        return GRADER_ERROR + ("; it is being graded again" if row.state == "queued" else "")
+    return redact_paths(row.reason) if row.reason else None
+
+
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
-                    now: datetime) -> dict[str, Any]:
-    """What a student may see of one submission now (the policy's feedback level decides)."""
+                    now: datetime, *, staff: bool = False) -> dict[str, Any]:
+    """What a student may see of one submission now (the policy's feedback level decides);
+    ``staff``: also the grader's own words about a fault."""
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
-        "student": row.student, "received_at": as_utc(row.received_at), "late": row.late,
+        "student": row.student, "received_at": as_utc(row.received_at),
+        "received": human_time(row.received_at), "late": row.late,
         "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
     if row.state == "queued":
         view["position"] = store.position(row)
+        waiting = no_grader(store, row.assignment, queued=True)
+        if waiting is not None:  # parked, visibly: the page and `submit` say why, not "0 ahead"
+            view["waiting"] = waiting
     if row.state in ("queued", "running"):
         view["poll_after_s"] = poll_after_s(view.get("position"),
                                              store.pace_s() if view.get("position") else None)
     if row.state in ("failed", "error") or (row.state == "queued" and row.reason):
-        view["reason"] = row.reason  # "error": the grader's; queued with a reason: being retried
+        # "error": the grader's; queued with a reason: being retried
+        view["reason"] = row.reason if staff else student_reason(row)
     if row.state == "done":
         level = settings.policy(row.assignment).feedback_level(now)
         view["feedback_level"] = level
@@ -248,6 +273,8 @@ def assignment_views(settings: ServiceSettings, store: Store, student: str | Non
         views.append({**policy.as_json(), "notebooks": [f"{nb}.ipynb" for nb in notebooks],
                       "open": (policy.opens is None or now >= policy.opens)
                       and (policy.due is None or now <= policy.due or policy.late),
+                      "not_yet_open": policy.opens is not None and now < policy.opens,
+                      "opens_shown": human_time(policy.opens), "due_shown": human_time(policy.due),
                       "submissions_left": policy.left(now, earlier) if student else None,
                       "submitted": len(earlier)})
     return views
@@ -269,7 +296,18 @@ def queue_view(settings: ServiceSettings, store: Store, *, figure: bool = False)
             top[row.assignment] = max(top.get(row.assignment, 0.0), row.max_score or 0.0)
     for entry in per_assignment.values():
         entry["scores"] = list(entry.pop("latest").values())
+    graders = store.graders()
+    waiting = {}
+    for name in sorted({row.assignment for row in store.history() if row.state == "queued"}):
+        if not any(grader.grades(name) for grader in graders):
+            waiting[name] = ("no running worker grades it: start one with a GPU (`autograder "
+                             "worker --gpu`, or `serve --gpu`), or one that runs GPU checks on "
+                             "CPU (`--allow-cpu`)" if graders else "no worker is running: start "
+                             "`autograder serve` (with its worker) or `autograder worker`")
     view: dict[str, Any] = {
+        "waiting": waiting,
+        "workers": [{"id": g.id, "host": g.host, "gpu": g.gpu, "leaves": list(g.skip),
+                     "probe": g.probe or "running"} for g in graders],
         "queued": counts["queued"], "running": counts["running"], "done": counts["done"],
         "failed": counts["failed"], "error": counts["error"],
         "grader_errors": [{"id": r.id, "student": r.student, "assignment": r.assignment,
@@ -346,8 +384,8 @@ class ApiSubmissions(_Json):
         student = self.get_argument("student", None) if me.instructor else me.name
         rows = self.store.history(student, self.get_argument("assignment", None), limit=500)
         now = self.now()
-        self.write_json({"submissions": [submission_view(r, self.service, self.store, now)
-                                         for r in rows]})
+        self.write_json({"submissions": [submission_view(r, self.service, self.store, now,
+                                                         staff=me.instructor) for r in rows]})
 
     @_logged_in
     async def post(self) -> None:
@@ -389,7 +427,8 @@ class ApiSubmission(_Json):
         row = _own(self, submission_id)
         if row is None:
             return self._error(404, f"no submission {submission_id} of yours")
-        self.write_json(submission_view(row, self.service, self.store, self.now()))
+        self.write_json(submission_view(row, self.service, self.store, self.now(),
+                                        staff=self.me().instructor))
 
 
 class ApiQueue(_Json):
@@ -405,10 +444,10 @@ async def accept_off_the_loop(handler: _Base, *, student: str, filename: str, co
     """``intake.accept`` with its notebook parsing in the examiner process."""
     upload = check_upload(handler.service, student=student, filename=filename, content=content,
                           assignment=assignment)
-    problem = await asyncio.get_running_loop().run_in_executor(examiner(), examine, upload)
-    if problem:
-        raise Refused(400, problem)
-    return enqueue(handler.service, handler.store, upload, now=handler.now())
+    found = await asyncio.get_running_loop().run_in_executor(examiner(), identify, upload)
+    if isinstance(found, str):
+        raise Refused(400, found)
+    return enqueue(handler.service, handler.store, found, now=handler.now(), require_grader=True)
 
 
 def _own(handler: _Base, submission_id: str) -> SubmissionRow | None:
@@ -434,7 +473,8 @@ class IndexPage(_Base):
         rows = self.store.history(me.name, limit=200)
         self.page("index.html", status, error=error,
                   assignments=assignment_views(self.service, self.store, me.name, now),
-                  history=[submission_view(r, self.service, self.store, now) for r in rows],
+                  history=[submission_view(r, self.service, self.store, now, staff=me.instructor)
+                           for r in rows],
                   max_mb=self.service.max_upload_bytes / 2**20)
 
     @_logged_in
@@ -459,7 +499,8 @@ class SubmissionPage(_Base):
         if row is None:
             return self.page("missing.html", 404, what=f"submission {submission_id}")
         self.page("submission.html",
-                  submission=submission_view(row, self.service, self.store, self.now()))
+                  submission=submission_view(row, self.service, self.store, self.now(),
+                                             staff=self.me().instructor))
 
 
 class InstructorPage(_Base):

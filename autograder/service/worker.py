@@ -21,6 +21,7 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,11 +29,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from nbgrader.api import Gradebook
 
+from autograder import samples
 from autograder.course import load_course
 from autograder.errors import DeviceError
 from autograder.grading import (
@@ -48,12 +52,13 @@ from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.lifetime import die_with_parent
 from autograder.service.results import graded_feedback
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, ClaimedSubmission, Store, default_url
+from autograder.service.store import LEASE_S, PROBE_OK, ClaimedSubmission, Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
 log = logging.getLogger("autograder.service.worker")
 IDLE_S = 0.1  # how long the stream waits when the queue is empty
 RECHECK_S = 30.0  # how often the course's assignment definitions are compared with the mirror
+PROBE_STUDENT = "autograder-probe"  # the start-up probe's student, in the workspace only
 
 
 @dataclass
@@ -87,9 +92,16 @@ class Worker:
             require_cuda()
         self.skip: tuple[str, ...] = ()  # assignments left to workers with a GPU
         self._gradebook: Gradebook | None = None  # the workspace's, for feedback (_read_gradebook)
+        self.probe: str | None = None  # the start-up probe: None until graded, PROBE_OK, or why not
+        self._probe_assignment: str | None = None
+        self._probe_started = 0.0
 
     def run(self, stop: threading.Event) -> None:
         log.info("%s: grading (pid %d, leases of %g s)", self.id, os.getpid(), self.options.lease_s)
+        self._route()
+        self.store.register_worker(self.id, host=socket.gethostname(), pid=os.getpid(),
+                                   gpu=self.options.gpu or self.grading.device == "cuda",
+                                   skip=self.skip, live_s=self.options.lease_s)
         self._recover()
         heartbeat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True,
                                      name="lease heartbeat")
@@ -103,7 +115,67 @@ class Worker:
                 grade_stream(grade_options, self._requests(stop), self._settled,
                              started=self._started)
             else:
+                if self.probe is None:
+                    self._probe_in_batch(grade_options)
                 self._batch(grade_options, stop)
+            if self.probe not in (None, PROBE_OK):
+                stop.set()  # the probe failed: this worker grades nothing (main says why)
+
+    # -- the start-up probe ----------------------------------------------------------------------
+    def _stage_probe(self) -> bool:
+        """The reference solution of the first exercise this worker grades without a GPU, into the
+        workspace as ``PROBE_STUDENT``'s: graded like any submission, it must get full marks. False
+        when the course has no such exercise (nothing to probe: the probe counts as passed)."""
+        with self.course.gradebook() as gb:
+            names = sorted(a.name for a in gb.assignments)
+        for name in names:
+            if gpu_cells(self.course, name):
+                continue
+            try:
+                nb = samples.reference_notebook(name, course_root=self.course.root)
+            except samples.SampleError:
+                continue
+            self._probe_assignment, self._probe_started = name, time.monotonic()
+            self.workspace.put(PROBE_STUDENT, name, f"{name}.ipynb", nbformat.writes(nb).encode(),
+                               nbgrader_timestamp(datetime.now(UTC).replace(tzinfo=None)))
+            return True
+        self._probe_done(PROBE_OK)
+        log.info("%s: start-up probe skipped: no exercise without GPU checks has a release", self.id)
+        return False
+
+    def _probe_result(self, result: SubmissionResult) -> None:
+        took = time.monotonic() - self._probe_started
+        if result.status == "graded" and result.max_score and result.score == result.max_score:
+            log.info("%s: start-up probe: the reference %s graded %g/%g through the workspace in "
+                     "%.1f s", self.id, result.assignment, result.score, result.max_score, took)
+            self._probe_done(PROBE_OK)
+            return
+        why = "; ".join(result.reasons) or (
+            f"it scored {result.score}/{result.max_score}, not full marks" if result.status == "graded"
+            else f"not graded ({result.status})")
+        self._probe_done(f"the reference solution of {result.assignment}, graded through this "
+                         f"worker's workspace ({self.workspace.root}), failed: {why}")
+
+    def _probe_done(self, outcome: str) -> None:
+        self.probe = outcome
+        self.store.worker_probed(self.id, outcome)
+        if outcome != PROBE_OK:
+            log.error("%s: start-up probe: %s", self.id, outcome)
+
+    def _probe_in_batch(self, grade_options: GradeOptions) -> None:
+        if not self._stage_probe():
+            return
+        name = self._probe_assignment or ""
+        try:
+            summary = grade(grade_options, assignments=[name], students=[PROBE_STUDENT])
+        except Exception as error:  # noqa: BLE001 - the probe's failure is the reason serve gives
+            self._probe_done(f"the reference solution of {name} could not be graded: {error}")
+            return
+        results = [r for r in summary.results if r.student == PROBE_STUDENT]
+        if results:
+            self._probe_result(results[0])
+        else:
+            self._probe_done(f"grading the reference solution of {name} returned no result")
 
     def _route(self) -> None:
         """Without a GPU, the assignments with GPU-only grade cells are left in the queue for a
@@ -132,6 +204,7 @@ class Worker:
                 with self._inflight_lock:
                     leases = [job.lease for job in self.inflight.values()]
                 self.store.renew(leases)
+                self.store.worker_alive(self.id, skip=self.skip, live_s=self.options.lease_s)
                 self._recover()
             except Exception:  # noqa: BLE001 - the database may be away for a while: try again
                 log.exception("%s: lease heartbeat", self.id)
@@ -149,6 +222,8 @@ class Worker:
     def _requests(self, stop: threading.Event) -> Iterator[tuple[str, str] | None]:
         capacity = 2 * self.grading.worker_count
         checked = time.monotonic()
+        if self.probe is None and self._stage_probe():
+            yield (PROBE_STUDENT, self._probe_assignment or "")
         while not stop.is_set():
             if time.monotonic() - checked > RECHECK_S:
                 checked = time.monotonic()
@@ -174,6 +249,9 @@ class Worker:
                            nbgrader_timestamp(job.received_at))
 
     def _settled(self, result: SubmissionResult) -> None:
+        if result.student == PROBE_STUDENT:
+            self._probe_result(result)
+            return
         with self._inflight_lock:
             job = self.inflight.pop((result.student, result.assignment), None)
         if job is None:
@@ -284,6 +362,9 @@ def command_line() -> argparse.ArgumentParser:
                         help="grading settings, as `autograder serve` writes them (GradeOptions' "
                              "defaults for the rest)")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
+    parser.add_argument("--report-id", action="store_true",
+                        help="write this worker's id as the first line of stdout (then stdout is "
+                             "stderr): `serve` reads its start-up probe by it")
     parser.add_argument("--gpu", action="store_true",
                         help="this machine has a CUDA device: take the GPU exercises too")
     parser.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
@@ -316,16 +397,23 @@ def main(argv: list[str] | None = None) -> int:
         worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
                                       db_url=args.db, grading=args.grading,
                                       lease_s=args.lease_s, gpu=args.gpu))
+        if args.report_id:
+            print(worker.id, flush=True)
+            os.dup2(2, 1)  # nothing else on the pipe that serve stops reading
         try:
             worker.run(stop)
         except WorkerStopped:
             pass
         finally:
             worker.close_gradebook()
+            worker.store.unregister_worker(worker.id)
             released = worker.store.release(worker.id)
             if released:
                 log.info("%s: stopped; %d running submission(s) back in the queue", worker.id,
                          released)
+    if worker.probe not in (None, PROBE_OK):
+        print(f"autograder worker: error: start-up probe failed: {worker.probe}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -62,7 +62,10 @@ def confine(*, workdir: str, scratch: str, hidden: tuple[str, ...]) -> str:
     code = code_folders()
     owner = f",uid={CHECKER_UID},gid={CHECKER_UID}" if as_root else ""
     isolation.fresh_tmpfs(libc, "/dev/shm", SHM_BYTES, hold="/dev/shm", options=owner)
-    blocked = isolation.untraversable(code, uid=CHECKER_UID) if as_root else []
+    # the folders on the way to the code, and to the checker's own working folder (a course or a
+    # service state folder of mode 700, anywhere), that it could not enter: tmpfs carrying the code
+    blocked = isolation.untraversable([*code, os.path.dirname(workdir)], uid=CHECKER_UID) \
+        if as_root else []
     replaced = ["/tmp", *_unique(hidden), *blocked]
     for folder in _outermost(replaced):
         if os.path.isdir(folder):

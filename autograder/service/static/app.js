@@ -15,6 +15,7 @@
     state.textContent = s.state;
     state.className = "state-" + s.state;
     document.getElementById("position").textContent =
+      s.state === "queued" && s.waiting ? "(waiting: " + s.waiting + ")" :
       s.state === "queued" && s.position !== undefined ? "(" + s.position + " ahead of you)" : "";
     const box = document.getElementById("feedback");
     box.replaceChildren();
@@ -22,8 +23,7 @@
       box.append(el("p", "Not graded: " + (s.reason || "unknown reason"), "error"));
     }
     if (s.state === "error") {
-      box.append(el("p", "The grader failed (not counted against your submissions): " +
-                    (s.reason || "unknown reason"), "error"));
+      box.append(el("p", s.reason || "grader error", "error"));
     }
     if (s.state !== "done") return;
     if (s.score !== undefined) {
