@@ -159,6 +159,9 @@ def test_an_empty_not_implemented_error_names_the_function():
     hide_hidden_source(output, set(), unfinished=["flat_index"])
     assert output["evalue"].startswith("not implemented yet: flat_index")
     assert output["traceback"] == [f"NotImplementedError: {output['evalue']}"]
+    from autograder.i18n.messages import translate
+
+    assert translate(output["evalue"], "zh_TW").startswith("尚未實作：flat_index")  # the zh-TW edition
     anonymous = {"output_type": "error", "ename": "NotImplementedError", "evalue": "", "traceback": []}
     hide_hidden_source(anonymous, set())
     assert "not implemented yet" in anonymous["evalue"]
