@@ -34,6 +34,14 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # (`--notebook-timeout`, the limit on the whole notebook, instead scores every cell after the hang 0).
 c.Execute.timeout = 60
 
+# Late submissions: nbgrader's own late-penalty step compares timestamp.txt (written by `autograder collect`
+# for every notebook: the exchange's time, or an LMS zip member's time read as UTC) with the due date
+# (`nbgrader db assignment add 01_strides --duedate "2026-10-15 23:59 UTC"`). Its plugin is nbgrader's
+# with per-student extensions (autograder/grading/late.py); nbgrader autograde uses it too.
+c.AssignLatePenalties.plugin_class = "autograder.grading.late.ExtensionsLatePlugin"
+# c.LateSubmissionPlugin.penalty_method = "zero"  # nbgrader's rule: "none" (default) or "zero"
+# c.Autograder.extensions = {"01_strides": {"bob": "2026-10-22 23:59 UTC"}}  # no penalty until then
+
 # Grading on a Slurm cluster (autograder.grading.options.SlurmOptions; unset keys keep its defaults, and command
 # line options win over these). For example:
 # c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, "time_min": 60, "account": None,

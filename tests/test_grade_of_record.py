@@ -159,3 +159,47 @@ def test_gpu_checks_not_run_are_named_in_the_summary_and_the_run_record(tmp_path
     assert record["not_run"] == {"reason": "not run: no GPU", "cells": ["test_total_gpu"]}
     assert "not run: no GPU (1 check)" in record["problems"]
     assert record["score"] == 6.0  # the GPU check's point is not the student's, but scored 0 for now
+
+
+def test_late_penalty_applies_and_an_extension_lifts_it_as_nbgrader_does(tmp_path, capsys,
+                                                                         monkeypatch):
+    """nbgrader's late penalty (penalty_method zero) on the times collect wrote from the zip; bob is as
+    late as alice but within his extension; erin's extension ended before she submitted. `nbgrader
+    autograde` (the same plugin, from the course config) and `nbgrader export` agree with our grade."""
+    monkeypatch.setenv("COLUMNS", "200")  # the summary's rows unwrapped
+    root = toy.make_toy_course(tmp_path / "course")
+    with (root / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n'
+                     'c.Autograder.extensions = {"toy": {"bob": "2026-10-22 23:59 UTC", '
+                     '"erin": "2026-10-16 00:00 UTC"}}\n')
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment("toy", duedate=datetime(2026, 10, 15, 23, 59))
+    late, on_time = (2026, 10, 17, 12, 0, 0), (2026, 10, 15, 23, 0, 0)
+    download = _zip(tmp_path / "download.zip", {
+        f"{student}_1_1_toy.ipynb": (toy.student_notebook(root), when)
+        for student, when in (("alice", late), ("bob", late), ("carol", on_time), ("erin", late))})
+    assert _run(root, "collect", str(download), "--assignment", "toy") == 0
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    out = capsys.readouterr().out
+    assert out.count("late by 36.0 h: late penalty 7 (grade of record 0/7)") == 2, out
+    assert out.count("late by 36.0 h: no penalty") == 1, out
+    ours = _exported(root)
+    assert ours == {"alice": 0.0, "bob": 7.0, "carol": 7.0, "erin": 0.0}
+    toy.run_nbgrader(root, "autograde", "toy", "--force")
+    assert _exported(root) == ours
+
+
+def test_extensions_nbgrader_would_ignore_are_refused(tmp_path, capsys):
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "alice")
+    with (root / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.Autograder.extensions = {"toy": {"bob": "next tuesday"}}\n')
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 1
+    assert "c.Autograder.extensions['toy']['bob'] = 'next tuesday' is not a date" in \
+        capsys.readouterr().err
+    with (root / "nbgrader_config.py").open("a") as config:
+        config.write('c.Autograder.extensions = {"toy": {"bob": "2026-10-22 23:59 UTC"}}\n'
+                     'c.AssignLatePenalties.plugin_class = '
+                     '"nbgrader.plugins.latesubmission.LateSubmissionPlugin"\n')
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 1
+    assert "set c.AssignLatePenalties.plugin_class" in capsys.readouterr().err

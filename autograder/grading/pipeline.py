@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograder.course import Course, load_course
 from autograder.errors import GradingError
-from autograder.grading import prepare, record
+from autograder.grading import late, prepare, record
 from autograder.grading.executor import Executor, open_executor
 from autograder.grading.model import GradeSummary, NotebookOutcome, Submission, SubmissionResult
 from autograder.grading.nbgrader_seam import AutogradeSteps, autograde_steps, execute_timeout
@@ -150,6 +150,7 @@ class _Run:
                 else course.submitted_assignments()
         for name in names:
             course.require_assignment(name)
+        late.check_course(course.config)  # extensions nbgrader would ignore: refused up front
         device = prepare.resolve_device(course, names, device=options.device,
                                         allow_cpu=options.cpu_allowed, probe=executor.probe())
         timeout = execute_timeout(course) if options.timeout is None else (

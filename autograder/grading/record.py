@@ -202,6 +202,11 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
             gb.db.expire_all()  # scores are SQL sums: reload them after the flush
             found = gb.find_submission(assignment, student)
             score, max_score = float(found.score), float(found.max_score)
+            if found.total_seconds_late > 0:  # nbgrader's AssignLatePenalties decided the penalty
+                penalty = float(found.late_submission_penalty or 0)
+                reasons.append(f"late by {_duration(found.total_seconds_late)}" + (
+                    f": late penalty {penalty:g} (grade of record {score - penalty:g}/"
+                    f"{max_score:g})" if penalty else ": no penalty"))
             digests = dict(submission.digests)
             if submission.only is not None:  # --notebook: the others keep the digest they were graded at
                 kept = graded_digests(submission.final) or {}
@@ -221,6 +226,12 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     seconds = sum(r.require_outcome().seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
                             seconds=seconds, reasons=tuple(reasons), not_run=len(not_run))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} days"
 
 
 def not_run_problem(cells: int) -> str:
