@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="grade only this student (repeatable)")
     add_grading_arguments(p, [name for name in GRADING_SETTINGS if name != "executor"])
     p.add_argument("-f", "--force", action="store_true", help="regrade submissions already graded")
+    p.add_argument("--preview", action="store_true",
+                   help="regrade every submission in a scratch copy of the course and list whose "
+                        "total would change (old -> new); the gradebook and autograded/ are not "
+                        "touched. After a hidden-test fix: --preview, then --force")
     p.add_argument("--notebook", default=None, metavar="GLOB",
                    help="grade only these notebooks of the assignment (nbgrader's --notebook)")
     p.add_argument("--no-execute", action="store_true",
@@ -309,12 +313,45 @@ def _grade(args) -> int:
             raise AutograderError(f"--no-execute runs no executor; drop --executor {settings['executor']}")
         settings["executor"] = "as-submitted"
     slurm_options = _slurm_options(args)
+    if args.preview:
+        return _preview(args, settings, slurm_options)
     summary = grade(assignments=args.assignments or None, students=args.students,
                     course_root=args.course_root, db_url=args.db_url, force=args.force,
                     progress=not args.no_progress, slurm=slurm_options, slurm_folder=args.slurm_folder,
                     sandbox=not args.no_sandbox, notebook=args.notebook, **settings)
     print_summary(summary)
     return 1 if summary.count("failed") else 0
+
+
+def _preview(args, settings, slurm_options) -> int:
+    from autograder.grading import preview_regrade
+
+    if args.notebook:
+        raise AutograderError("--preview regrades whole submissions; drop --notebook")
+    result = preview_regrade(assignments=args.assignments or None, students=args.students,
+                             course_root=args.course_root, db_url=args.db_url,
+                             progress=not args.no_progress, slurm=slurm_options,
+                             slurm_folder=args.slurm_folder, sandbox=not args.no_sandbox,
+                             **settings)
+    failed = [r for r in result.summary.results if r.status == "failed"]
+    for r in failed:
+        print(f"failed    {r.assignment}/{plain(r.student)}: {plain('; '.join(r.reasons))}",
+              file=sys.stderr)
+    if result.changes:
+        print("would change (student, assignment: gradebook -> regrade):")
+    for change in result.changes:
+        old = "not graded" if change.old is None else f"{change.old:g}"
+        new = "failed" if change.new is None else f"{change.new:g}"
+        of = "" if change.max_score is None else f" of {change.max_score:g}"
+        print(f"  {plain(change.student)} {change.assignment}: {old} -> {new}{of}")
+    names = " ".join(args.assignments) if args.assignments else ""
+    print(f"preview: {len(result.changes)} total(s) would change, {result.unchanged} unchanged, "
+          f"{len(failed)} failed; nothing was recorded (the gradebook and autograded/ are as they "
+          f"were). To record the regrade: autograder grade {names + ' ' if names else ''}--force")
+    line = result.summary.not_run_line()
+    if line:
+        print(line)
+    return 1 if failed else 0
 
 
 def print_summary(summary) -> None:

@@ -203,3 +203,40 @@ def test_extensions_nbgrader_would_ignore_are_refused(tmp_path, capsys):
                      '"nbgrader.plugins.latesubmission.LateSubmissionPlugin"\n')
     assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 1
     assert "set c.AssignLatePenalties.plugin_class" in capsys.readouterr().err
+
+
+def test_a_regrade_preview_lists_whose_total_would_change_and_records_nothing(tmp_path, capsys,
+                                                                              monkeypatch):
+    """After a hidden-test fix: `grade toy --preview` grades into a scratch copy and prints whose total
+    would change; the gradebook, autograded/ and the run records stay byte for byte as they were."""
+    monkeypatch.setenv("COLUMNS", "200")
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "alice")
+    toy.submit(root, "bob", square="def square(x):\n    return x * abs(x)\n")  # fails hidden only
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    capsys.readouterr()
+    before = {path: path.read_bytes() for path in [root / "gradebook.db",
+                                                   *sorted((root / "autograded").rglob("*"))]
+              if path.is_file()}
+    # the "fix": the hidden test of test_square is dropped (re-released), bob's answer now passes
+    source = root / "solutions/toy/toy.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_square":
+            cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0]
+    nbformat.write(nb, source)
+    toy.run_nbgrader(root, "generate_assignment", "toy", "--force")
+    before[root / "gradebook.db"] = (root / "gradebook.db").read_bytes()  # the release's own change
+
+    assert _run(root, "grade", "toy", "--preview", "--allow-cpu", "--no-progress") == 0
+    out = capsys.readouterr().out
+    assert "  bob toy: 5 -> 7 of 7" in out and "alice toy" not in out, out
+    assert "preview: 1 total(s) would change, 1 unchanged, 0 failed" in out
+    assert "autograder grade toy --force" in out
+    after = {path: path.read_bytes() for path in [root / "gradebook.db",
+                                                  *sorted((root / "autograded").rglob("*"))]
+             if path.is_file()}
+    assert after == before
+    assert _exported(root) == {"alice": 7.0, "bob": 5.0}
+    assert _run(root, "grade", "toy", "--force", "--allow-cpu", "--no-progress") == 0
+    assert _exported(root) == {"alice": 7.0, "bob": 7.0}

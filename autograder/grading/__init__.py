@@ -16,6 +16,7 @@ from typing import Any
 
 _PUBLIC = {
     "grade": "autograder.grading.pipeline",
+    "preview_regrade": "autograder.grading.preview",  # whose total a regrade would change (scratch copy)
     "grade_stream": "autograder.grading.pipeline",  # the service worker: warm sandboxes, one by one
     "GradeOptions": "autograder.grading.options",
     "executor_class": "autograder.grading.executor",  # what an executor declares (streams, executes)

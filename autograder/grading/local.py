@@ -39,7 +39,8 @@ from autograder.sandbox.host import SandboxProcess
 def trusted_folders(options: GradeOptions) -> tuple[str, ...]:
     """What the checker must not see: the course folder and, for a SQLite gradebook elsewhere, its
     folder."""
-    folders = [os.path.realpath(options.course_root)]
+    folders = [os.path.realpath(options.course_root),
+               *(os.path.realpath(folder) for folder in options.hidden_folders)]
     url = options.db_url or ""
     if url.startswith("sqlite:///"):
         folders.append(os.path.dirname(os.path.realpath(url.removeprefix("sqlite:///"))))

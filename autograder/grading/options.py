@@ -79,6 +79,8 @@ class GradeOptions:
     slurm: SlurmOptions | None = None  # default: the course's c.Autograder.slurm
     slurm_folder: Path | None = None  # default: <course>/.slurm/grade (shared with the nodes)
     poll_s: float = 2.0  # slurm: seconds between looks at the results folder
+    # more folders the checker must not see besides the course's (a --preview: the real course)
+    hidden_folders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
