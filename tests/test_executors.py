@@ -132,8 +132,15 @@ def test_a_run_refused_after_the_executor_opened_leaves_no_sandbox_running(tmp_p
     root = make_toy_course(tmp_path / "course")
     submit(root, "s0")
     started = _counting(monkeypatch)
+    # an unknown assignment (or nothing to grade) is refused before any sandbox starts (issue 41, m6)
     with pytest.raises(Exception, match="no_such_assignment"):
         grade(course_root=root, assignments=["no_such_assignment"], allow_cpu=True, progress=False)
+    assert started == []
+    # a course setting refused once the executor is open (its first sandbox already starting)
+    with (root / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.Autograder.extensions = {"toy": {"s0": "not a date"}}\n')
+    with pytest.raises(Exception, match="not a date"):
+        grade(course_root=root, assignments=["toy"], allow_cpu=True, progress=False)
     assert len(started) == 1
     assert all(box.process.poll() is not None for box in started)
 
