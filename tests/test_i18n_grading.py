@@ -108,7 +108,8 @@ def test_collect_maps_an_edition_and_takes_the_one_worked_on(toy_course, tmp_pat
     assert main(["--course-root", str(toy_course), "collect", str(inbox)]) == 0
     submitted = toy_course / "submitted"
     for student in ("ana", "ben", "dan"):
-        assert [p.name for p in (submitted / student / "toy").iterdir()] == ["toy.ipynb"], student
+        assert sorted(p.name for p in (submitted / student / "toy").iterdir()) == [
+            "timestamp.txt", "toy.ipynb"], student  # collect writes the submission time (issue 41)
     assert "# mine" in (submitted / "ben" / "toy" / "toy.ipynb").read_text(encoding="utf-8")
     assert "# mine" not in (submitted / "dan" / "toy" / "toy.ipynb").read_text(encoding="utf-8")
     assert not (submitted / "cem").exists()
