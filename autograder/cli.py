@@ -280,8 +280,11 @@ def _collect(args) -> int:
                      check_owner=not args.no_check_owner, zip_time=args.zip_time)
     for student, assignment in result.collected:
         print(f"collected {assignment}/{student}")
+    differing = set(result.differing)
     for student, assignment in result.existing:
-        print(f"kept      {assignment}/{student}: already collected (--force to overwrite)")
+        why = "the offered notebook differs: --force takes it" if (student, assignment) in differing \
+            else "the same notebook"
+        print(f"kept      {assignment}/{student}: already collected ({why})")
     for message in result.superseded:
         print(f"superseded {plain(message)}")
     if result.editions_left_out:

@@ -109,6 +109,8 @@ class CollectResult:
     # (student, assignment, graded): taken over an earlier, different submission (``force``);
     # graded: the earlier one was graded (the next ``autograder grade`` regrades it)
     replaced: list[tuple[str, str, bool]] = field(default_factory=list)
+    # of ``existing``: the offered notebook differs from the one collected (``force`` would take it)
+    differing: list[tuple[str, str]] = field(default_factory=list)
     # unchanged language editions left out of offers that hold several (a hub fetch hands out all)
     editions_left_out: int = 0
 
@@ -508,6 +510,8 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     dest = course.step_dir("submitted", offer.student, offer.assignment)
     if dest.exists() and not force:
         result.existing.append((offer.student, offer.assignment))
+        if _notebooks_differ(dest, contents):
+            result.differing.append((offer.student, offer.assignment))
         return
     replaced = dest.exists() and _notebooks_differ(dest, contents)
     graded = course.step_dir("autograded", offer.student, offer.assignment).is_dir()

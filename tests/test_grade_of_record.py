@@ -97,10 +97,19 @@ def test_collect_writes_the_time_of_every_layout(course, tmp_path, capsys):
     inbound = tmp_path / "inbound" / "erin+toy+2026-10-13 12:00:00.000000 UTC+abc"
     inbound.mkdir(parents=True)
     nbformat.write(toy.student_notebook(course), inbound / "toy.ipynb")
+    # a hub fetch hands out every edition: the untouched one is left out, without a line per student
+    (inbound / "toy.zh-TW.ipynb").write_bytes((course / "exercises/toy/toy.ipynb").read_bytes())
     (inbound / "timestamp.txt").write_text("2020-01-01 00:00:00.000000 UTC")
     assert _run(course, "collect", str(inbound.parent)) == 0
     assert (course / "submitted/erin/toy/timestamp.txt").read_text() == \
         "2026-10-13 12:00:00.000000 UTC"
+    out = capsys.readouterr().out
+    assert "superseded" not in out and "left out  1 unchanged language edition(s)" in out
+    # offered again, changed, without --force: kept, and collect says the offer differs
+    nbformat.write(toy.student_notebook(course, total=BLANK), inbound / "toy.ipynb")
+    assert _run(course, "collect", str(inbound.parent)) == 0
+    assert "kept      toy/erin: already collected (the offered notebook differs: --force takes it)" \
+        in capsys.readouterr().out
     # an LMS download unpacked into a folder: the file's modification time
     folder = tmp_path / "download"
     folder.mkdir()
