@@ -48,6 +48,9 @@ def preview_regrade(options: GradeOptions | None = None, /, **settings: Any) -> 
     from autograder.grading.pipeline import grade
 
     options = GradeOptions.of(options, **settings)
+    if options.executor == "slurm" and options.slurm_folder is None:
+        raise GradingError("--preview with --executor slurm needs --slurm-folder on storage the nodes "
+                           "share (the scratch copy of the course is in this machine's temp folder)")
     course = load_course(options.course_root, db_url=options.db_url)
     if not course.db_url.startswith("sqlite:///"):
         raise GradingError(f"--preview copies the gradebook, and copies only SQLite ones ({course.db_url}"
