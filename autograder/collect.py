@@ -508,6 +508,7 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
             return
     when = _submission_time(offer, contents.pop(TIMESTAMP_FILE, None))
     dest = course.step_dir("submitted", offer.student, offer.assignment)
+    _recover(dest)
     if dest.exists() and not force:
         result.existing.append((offer.student, offer.assignment))
         if _notebooks_differ(dest, contents):
@@ -515,19 +516,49 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
         return
     replaced = dest.exists() and _notebooks_differ(dest, contents)
     graded = course.step_dir("autograded", offer.student, offer.assignment).is_dir()
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    new = dest.with_name(f"{NEW_PREFIX}{dest.name}-{os.getpid()}")
+    if new.exists():
+        shutil.rmtree(new)
+    new.mkdir(parents=True)
     for name, data in contents.items():
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes(data)
-    (dest / TIMESTAMP_FILE).write_text(format_timestamp(when))
+        (new / name).parent.mkdir(parents=True, exist_ok=True)
+        (new / name).write_bytes(data)
+    (new / TIMESTAMP_FILE).write_text(format_timestamp(when))
+    _swap_in(new, dest)
     result.collected.append((offer.student, offer.assignment))
     if replaced:
         result.replaced.append((offer.student, offer.assignment, graded))
 
 
 TIMESTAMP_FILE = "timestamp.txt"
+# a submission is written beside its place, then renamed into it: a killed collect never leaves half
+# a submission, and the one it replaces is kept aside until the new one is in place (``_recover``)
+NEW_PREFIX, OLD_PREFIX = ".collecting-", ".replaced-"
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """``new`` becomes ``dest``; an earlier ``dest`` is set aside first and removed after."""
+    if not dest.exists():
+        os.replace(new, dest)
+        return
+    old = dest.with_name(f"{OLD_PREFIX}{dest.name}-{os.getpid()}")
+    os.replace(dest, old)
+    os.replace(new, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover(dest: Path) -> None:
+    """After a killed collect: put back a submission set aside whose replacement never arrived, and
+    drop half-written ones (dot-folders, which neither nbgrader nor ``grade`` ever reads)."""
+    if not dest.parent.is_dir():
+        return
+    for old in sorted(dest.parent.glob(f"{OLD_PREFIX}{dest.name}-*")):
+        if not dest.exists():
+            os.replace(old, dest)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for new in dest.parent.glob(f"{NEW_PREFIX}{dest.name}-*"):
+        shutil.rmtree(new, ignore_errors=True)
 
 
 def format_timestamp(when: datetime) -> str:

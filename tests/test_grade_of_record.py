@@ -249,3 +249,36 @@ def test_a_regrade_preview_lists_whose_total_would_change_and_records_nothing(tm
     assert _exported(root) == {"alice": 7.0, "bob": 5.0}
     assert _run(root, "grade", "toy", "--force", "--allow-cpu", "--no-progress") == 0
     assert _exported(root) == {"alice": 7.0, "bob": 7.0}
+
+
+def test_a_collect_killed_while_replacing_loses_nothing(tmp_path, monkeypatch):
+    """A kill between setting the old submission aside and moving the new one in: the next collect
+    puts the old one back (then takes the new one with --force)."""
+    import os
+
+    from autograder import collect as collect_module
+
+    root = toy.make_toy_course(tmp_path / "course")
+    first = _zip(tmp_path / "a.zip", {"gus_1_1_toy.ipynb": (toy.student_notebook(root),
+                                                           (2026, 10, 14, 9, 0, 0))})
+    assert _run(root, "collect", str(first), "--assignment", "toy") == 0
+    kept = (root / "submitted/gus/toy/toy.ipynb").read_bytes()
+    calls = []
+    real_replace = os.replace
+
+    def killed(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the kill, right after the old one was set aside
+        real_replace(src, dst)
+
+    second = _zip(tmp_path / "b.zip", {"gus_1_1_toy.ipynb": (
+        toy.student_notebook(root, total=BLANK), (2026, 10, 15, 9, 0, 0))})
+    monkeypatch.setattr(collect_module.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _run(root, "collect", str(second), "--assignment", "toy", "--force")
+    monkeypatch.setattr(collect_module.os, "replace", real_replace)
+    assert not (root / "submitted/gus/toy").exists()  # set aside, not lost:
+    assert _run(root, "collect", str(first), "--assignment", "toy") == 0  # no --force: kept
+    assert (root / "submitted/gus/toy/toy.ipynb").read_bytes() == kept
+    assert sorted(p.name for p in (root / "submitted/gus").iterdir()) == ["toy"]
