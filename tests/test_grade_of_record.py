@@ -282,3 +282,24 @@ def test_a_collect_killed_while_replacing_loses_nothing(tmp_path, monkeypatch):
     assert _run(root, "collect", str(first), "--assignment", "toy") == 0  # no --force: kept
     assert (root / "submitted/gus/toy/toy.ipynb").read_bytes() == kept
     assert sorted(p.name for p in (root / "submitted/gus").iterdir()) == ["toy"]
+
+
+def test_a_submission_graded_before_digests_and_collected_again_is_regraded(tmp_path, capsys):
+    """A course graded by an earlier version (LMS downloads got no timestamp.txt, run records no
+    digest): a resubmission collected now (it has a time) is regraded, not skipped as graded."""
+    import json
+
+    root = toy.make_toy_course(tmp_path / "course")
+    toy.submit(root, "hal", total=BLANK)
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    record = root / "autograded/hal/.autograder/toy.json"
+    data = json.loads(record.read_text())
+    del data["submitted_sha256"]
+    record.write_text(json.dumps(data))
+    second = _zip(tmp_path / "b.zip", {"hal_1_1_toy.ipynb": (toy.student_notebook(root),
+                                                            (2026, 10, 15, 9, 0, 0))})
+    assert _run(root, "collect", str(second), "--assignment", "toy", "--force") == 0
+    capsys.readouterr()
+    assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    assert "graded 1" in capsys.readouterr().out
+    assert _exported(root) == {"hal": 7.0}

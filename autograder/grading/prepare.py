@@ -82,6 +82,9 @@ def is_graded(gb: Gradebook, course: Course, *, student: str, assignment: str) -
     old = course.coursedir.get_existing_timestamp(str(final))
     if new is not None and old is not None and new > old:
         return False
+    if new is not None and old is None and graded_digests(final) is None:
+        return False  # graded from a submission without a time (an LMS download collected before
+        # collect wrote one), and collected again since: nothing tells it is the same notebook
     return not submission_changed(course, student=student, assignment=assignment)
 
 
