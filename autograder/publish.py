@@ -447,8 +447,8 @@ own **course token**: it is your login, keep it to yourself.
   refused, not graded or a grader error, 2 not graded yet (`--no-wait` only submits).
 
 The file's name says which exercise it is; a copy renamed by your browser or Colab
-(`NN_name (1).ipynb`, `Copy of NN_name.ipynb`) is recognised by its cells. An upload refused ("no
-grader … is running now", a limit, not open yet) was not recorded: nothing counts against you. A
+(`NN_name (1).ipynb`, `Copy of NN_name.ipynb`) is recognised by its cells. An upload refused
+("no grader … is running now", a limit, not open yet) was not recorded: nothing counts against you. A
 "grader error" is the service's fault, not your notebook's, and does not count either; the staff are
 told. What the course grades in the end is the notebook it collects (on the hub, or the latest or best
 upload here, as the assignments table says).

@@ -67,14 +67,19 @@ class Service:
     lease_s: float | None = None  # the worker's lease (default: the service's)
     extra: tuple[str, ...] = ()  # more `serve` arguments
     db_url: str | None = None  # --service-db (default: SQLite in the state folder)
+    allow_cpu: bool = True  # AUTOGRADER_ALLOW_CPU=1: GPU checks on their CPU path (the worker grades 04-06)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
-    def start(self, timeout: float = 60.0) -> Service:
+    def start(self, timeout: float = 240.0) -> Service:
+        """Started: listening, which `serve` does once its worker's start-up probe has passed."""
         self.log = self.log or self.root / "serve.log"
-        env = {**os.environ, **nbgrader_environment(), "AUTOGRADER_ALLOW_CPU": "1"}
+        env = {**os.environ, **nbgrader_environment()}
+        env.pop("AUTOGRADER_ALLOW_CPU", None)
+        if self.allow_cpu:
+            env["AUTOGRADER_ALLOW_CPU"] = "1"
         out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autograder.cli", "--course-root", str(self.root), "serve",
@@ -134,6 +139,21 @@ class WorkerProcess:
                  "--service-db", db_url, "--state", str(state), "--workers", str(workers),
                  *(["--lease-s", str(lease_s)] if lease_s else []), *extra],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def wait_grading(self, db_url: str, timeout: float = 240) -> str:
+        """Its id, once it grades: registered, and its start-up probe passed."""
+        from autograder.service.store import PROBE_OK, Store
+
+        worker = self.worker_id(timeout)
+        store = Store(db_url)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = store.worker(worker)
+            if row is not None and row.probe == PROBE_OK:
+                return worker
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.2)
+        raise AssertionError(f"{worker}: no start-up probe in {timeout} s: {self.log.read_text()[-3000:]}")
 
     def worker_id(self, timeout: float = 120) -> str:
         deadline = time.monotonic() + timeout

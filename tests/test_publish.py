@@ -16,6 +16,7 @@ import ast
 import html
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -61,7 +62,7 @@ COURSE_HTML = ROOT / "_build" / "html"
 COURSE_EXECUTED = ROOT / "_build" / "jupyter_execute"
 EDITION_TOP_LEVEL = {".github", ".gitignore", MARKER, "README.md", "_config.yml", "_ext", "_toc.yml",
                      "chapters", "data", "exercises", "intro.md", "references.bib", "references.md",
-                     "requirements-site.txt", "requirements-student.txt", "zh-tw"}
+                     "requirements-site.txt", "requirements-student.txt", "submit.py", "zh-tw"}
 COPIED_FROM_COURSE = ("intro.md", "references.md", "references.bib", "_toc.yml", "chapters",
                       "exercises", "_ext", "data")  # data/gpu/: the recorded GPU measurements the pages show
 
@@ -110,6 +111,35 @@ def test_edition_holds_the_student_material_and_nothing_else(edition):
             assert published.get(path) == data, f"{path}: not the course's bytes"
     manifest = json.loads((edition / MARKER).read_text(encoding="utf-8"))
     assert sorted(manifest["files"]) == sorted(set(published) - {MARKER})
+
+
+def test_the_edition_ships_the_service_client_itself_and_describes_the_service(edition, tmp_path):
+    """M7: ``submit.py`` is the course package's client, byte for byte (never a hand-kept copy),
+    imports nothing but the standard library, runs in an interpreter without site-packages, and
+    the README says how to use the service (the page, the token, the command)."""
+    client = ROOT / "autograder" / "service" / "client.py"
+    shipped = edition / "submit.py"
+    assert shipped.read_bytes() == client.read_bytes()
+    imported = set()
+    for node in ast.walk(ast.parse(shipped.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
+    helped = subprocess.run([sys.executable, "-I", "-S", str(shipped), "--help"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert helped.returncode == 0 and "AUTOGRADER_TOKEN" in helped.stdout, helped.stderr
+    unset = subprocess.run([sys.executable, "-I", "-S", str(shipped), "01_strides.ipynb"],
+                           cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           env={"PATH": os.environ["PATH"]})
+    assert unset.returncode == 1 and "no service address" in unset.stderr
+    readme = (edition / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Feedback before the deadline"):]
+    for words in ("python submit.py exercises/NN_name/NN_name.ipynb", "AUTOGRADER_URL",
+                  "AUTOGRADER_TOKEN", "course token", "In the browser", "Copy of NN_name.ipynb",
+                  "no grader"):
+        assert words in section, words
 
 
 def test_published_config_names_only_the_student_repository(edition):

@@ -127,11 +127,17 @@ def test_two_web_processes_share_the_database_and_the_sessions(course, tmp_path)
             assert other.get("").status_code == 200  # the session holds on the second process
             assert "Your submissions" in other.get("").text
         with httpx.Client(base_url=webs[1].url, headers={"Authorization": f"Bearer {token}"},
+                          timeout=30) as http:  # no worker yet: nothing would grade it (issue 41 M2)
+            refused = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
+                                content=right_notebook(course))
+            assert refused.status_code == 503 and "no grader is running" in refused.json()["error"]
+        worker = WorkerProcess(course, db_url, tmp_path / "worker", tmp_path / "worker.log",
+                               lease_s=LEASE_S)
+        worker.wait_grading(db_url)
+        with httpx.Client(base_url=webs[1].url, headers={"Authorization": f"Bearer {token}"},
                           timeout=30) as http:
             submitted = http.post("api/submissions", params={"filename": "01_strides.ipynb"},
                                   content=right_notebook(course)).json()["id"]
-        worker = WorkerProcess(course, db_url, tmp_path / "worker", tmp_path / "worker.log",
-                               lease_s=LEASE_S)
         with httpx.Client(base_url=webs[0].url, headers={"Authorization": f"Bearer {token}"},
                           timeout=30) as http:
             status = wait_graded(http, submitted)

@@ -68,7 +68,7 @@ def call(url: str, headers: dict[str, str], data: bytes | None = None) -> tuple[
                           "check the address (--url or AUTOGRADER_URL)") from None
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, UnicodeDecodeError):  # a proxy's HTML page, or nothing
         parsed = None
     if not isinstance(parsed, dict):
         raise SubmitError(f"the service answered {status} without JSON; is "
