@@ -68,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="accept exchange folders whatever user owns them")
     p.add_argument("--zip-time", choices=("utc", "local"), default="utc",
                    help="how an LMS zip's member times (the submission time written to "
-                        "timestamp.txt) are read: utc (default; Canvas and Moodle write UTC) or "
-                        "this machine's local time")
+                        "timestamp.txt; a zip records no time zone) are read: utc (default) or this "
+                        "machine's local time. Check one student's timestamp.txt against the LMS's "
+                        "submission time once per LMS")
 
     p = sub.add_parser("grade", help="autograde submissions into the gradebook")
     p.add_argument("assignments", nargs="*", metavar="ASSIGNMENT",

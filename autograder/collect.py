@@ -49,8 +49,9 @@ it is never copied). It is the time nbgrader's late penalty and the gradebook's 
 - a ``<student>/<assignment>/`` folder (an nbgrader ``submitted/`` copy): its ``timestamp.txt`` when it
   parses as a date, else the newest modification time of its notebooks;
 - an LMS zip: the member's time (``ZipInfo.date_time``). A zip stores no time zone; the time is read as
-  **UTC** (Canvas's and Moodle's downloads write UTC; ``--zip-time local`` reads it as this machine's
-  local time instead);
+  **UTC** by default, or as this machine's local time with ``zip_time="local"`` (``--zip-time local``:
+  a zip made by hand with ``zip`` records local time). Which one an LMS writes is its own choice:
+  compare one student's ``timestamp.txt`` with the LMS's submission time once;
 - anything else (an LMS download unpacked into a folder): the file's modification time.
 
 Taking a new submission over an existing one (``force``) is listed in ``CollectResult.replaced`` when
