@@ -303,3 +303,20 @@ def test_a_submission_graded_before_digests_and_collected_again_is_regraded(tmp_
     assert _run(root, "grade", "toy", "--allow-cpu", "--no-progress") == 0
     assert "graded 1" in capsys.readouterr().out
     assert _exported(root) == {"hal": 7.0}
+
+
+def test_zip_times_read_as_local_time_when_asked(course, tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Taipei")  # UTC+8, no daylight saving
+    time.tzset()
+    try:
+        download = _zip(tmp_path / "local.zip", {"ida_1_1_toy.ipynb": (toy.student_notebook(course),
+                                                                      (2026, 10, 14, 10, 0, 0))})
+        assert _run(course, "collect", str(download), "--assignment", "toy", "--zip-time",
+                    "local") == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert (course / "submitted/ida/toy/timestamp.txt").read_text() == \
+        "2026-10-14 02:00:00.000000 UTC"
