@@ -365,7 +365,11 @@ def print_summary(summary) -> None:
 
     graded = [r for r in summary.results if r.status != "skipped" or r.reasons]
     if graded:
-        table = Table("assignment", "student", "score", "seconds", "problems")
+        from rich.table import Column
+
+        # ids and scores are never cut or wrapped in a narrow terminal; the problems wrap
+        table = Table(Column("assignment", no_wrap=True), Column("student", no_wrap=True),
+                      Column("score", no_wrap=True), "seconds", "problems")
         for r in sorted(graded, key=lambda r: (r.assignment, r.student)):
             score = f"{r.score:g}/{r.max_score:g}" if r.score is not None else r.status
             # a student's text is plain text: no markup, no terminal control sequences
