@@ -236,6 +236,7 @@ def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(worker_co
     ids = submit(worker.store, "alice", "bob")
     worker.workspace.prepare()
     requests = worker._requests(threading.Event())
+    assert next(requests) == ("autograder-probe", "01_strides")  # the start-up probe comes first
     assert next(requests) == ("alice", "01_strides")  # bob's claim now waits for the one sandbox
     rows = {row.student: row for row in (worker.store.get(i) for i in ids)}
     assert {s: (r.state, r.claimed_by) for s, r in rows.items()} == {
