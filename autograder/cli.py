@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", help="assignment of an LMS download (one notebook per student)")
     p.add_argument("--pattern", default=None,
                    help="regex with a (?P<student>...) group, matched against LMS file names")
-    p.add_argument("--force", action="store_true", help="overwrite submissions already collected")
+    p.add_argument("--force", action="store_true",
+                   help="replace submissions already collected whatever their times (default: only "
+                        "by a newer, different one)")
     p.add_argument("--no-check-owner", action="store_true",
                    help="accept exchange folders whatever user owns them")
     p.add_argument("--zip-time", choices=("utc", "local"), default="utc",
@@ -281,11 +283,11 @@ def _collect(args) -> int:
                      check_owner=not args.no_check_owner, zip_time=args.zip_time)
     for student, assignment in result.collected:
         print(f"collected {assignment}/{student}")
-    differing = set(result.differing)
+    differing = {(student, assignment): why for student, assignment, why in result.differing}
     for student, assignment in result.existing:
-        why = "the offered notebook differs: --force takes it" if (student, assignment) in differing \
-            else "the same notebook"
-        print(f"kept      {assignment}/{student}: already collected ({why})")
+        why = differing.get((student, assignment))
+        why = f"the offered one differs, but {why}: --force takes it" if why else "the same notebook"
+        print(f"kept      {assignment}/{student}: already collected ({plain(why)})")
     for message in result.superseded:
         print(f"superseded {plain(message)}")
     if result.editions_left_out:

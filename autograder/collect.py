@@ -11,7 +11,8 @@ Two layouts are recognised:
 
 Every notebook is checked before it is copied: it must be valid nbformat JSON and carry at least one
 grade id of the assignment's notebook in the gradebook. A file that fails is refused with a message
-naming it and why; the rest are collected. An existing submission is never overwritten without ``force``.
+naming it and why; the rest are collected. An existing submission is replaced only by a newer, different
+one (below), or by any with ``force``.
 
 What is offered is untrusted, and each offer (one student's folder or file) succeeds or fails alone:
 
@@ -54,9 +55,11 @@ it is never copied). It is the time nbgrader's late penalty and the gradebook's 
   compare one student's ``timestamp.txt`` with the LMS's submission time once;
 - anything else (an LMS download unpacked into a folder): the file's modification time.
 
-Taking a new submission over an existing one (``force``) is listed in ``CollectResult.replaced`` when
-its files differ: the next ``autograder grade`` regrades it (``grading/prepare.plan`` compares the
-submitted notebooks' digest with the graded one's).
+**The newest submission counts.** An offer whose notebooks differ from the submission already collected
+replaces it when its time is later than that one's ``timestamp.txt`` (``force``: whatever the times);
+an identical, older or undated one is kept out, with the reason. Each replacement is listed in
+``CollectResult.replaced``: the next ``autograder grade`` regrades it (``grading/prepare.plan`` compares
+the submitted notebooks' digest with the graded one's).
 
 A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
 as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
@@ -110,8 +113,9 @@ class CollectResult:
     # (student, assignment, graded): taken over an earlier, different submission (``force``);
     # graded: the earlier one was graded (the next ``autograder grade`` regrades it)
     replaced: list[tuple[str, str, bool]] = field(default_factory=list)
-    # of ``existing``: the offered notebook differs from the one collected (``force`` would take it)
-    differing: list[tuple[str, str]] = field(default_factory=list)
+    # of ``existing``: the offered notebook differs from the one collected, and why it was not taken
+    # (it is not newer; ``force`` takes it anyway)
+    differing: list[tuple[str, str, str]] = field(default_factory=list)
     # unchanged language editions left out of offers that hold several (a hub fetch hands out all)
     editions_left_out: int = 0
 
@@ -511,10 +515,13 @@ def _take(course: Course, offer: _Offer, expected: dict[str, set[str]], *, force
     dest = course.step_dir("submitted", offer.student, offer.assignment)
     _recover(dest)
     if dest.exists() and not force:
-        result.existing.append((offer.student, offer.assignment))
-        if _notebooks_differ(dest, contents):
-            result.differing.append((offer.student, offer.assignment))
-        return
+        why = _why_kept(dest, contents, when)
+        if why is not None:
+            result.existing.append((offer.student, offer.assignment))
+            if why:
+                result.differing.append((offer.student, offer.assignment, why))
+            return
+        # newer than the one collected, and different: it replaces it (the newest counts)
     replaced = dest.exists() and _notebooks_differ(dest, contents)
     graded = course.step_dir("autograded", offer.student, offer.assignment).is_dir()
     new = dest.with_name(f"{NEW_PREFIX}{dest.name}-{os.getpid()}")
@@ -587,6 +594,22 @@ def _submission_time(offer: _Offer, offered_stamp: bytes | None) -> datetime:
             pass
     mtimes = [path.lstat().st_mtime for name, path in offer.files.items() if name != TIMESTAMP_FILE]
     return datetime.fromtimestamp(max(mtimes), tz=UTC).replace(tzinfo=None)
+
+
+def _why_kept(dest: Path, contents: dict[str, bytes], when: datetime) -> str | None:
+    """Why an offer does not replace the submission already in ``dest`` without ``force``: "" for the
+    same notebooks, a reason when it is not newer (by ``timestamp.txt``); None: it is newer and
+    different, so it replaces it."""
+    if not _notebooks_differ(dest, contents):
+        return ""
+    try:
+        collected = parse_utc((dest / TIMESTAMP_FILE).read_text(encoding="utf-8").strip())
+    except Exception:  # noqa: BLE001 - none, or unreadable: which is newer cannot be told
+        return "the one collected has no time to compare with"
+    if _naive_utc(when) <= collected:
+        return (f"the one collected is as new or newer ({format_timestamp(collected)} >= "
+                f"{format_timestamp(when)})")
+    return None
 
 
 def _notebooks_differ(dest: Path, contents: dict[str, bytes]) -> bool:

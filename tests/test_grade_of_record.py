@@ -79,17 +79,29 @@ def test_a_resubmission_from_an_lms_zip_is_the_grade_of_record(course, tmp_path,
     assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0  # nothing changed now
     assert "graded 0, skipped 2" in capsys.readouterr().out
 
+    # without --force: a newer, different submission replaces the one collected; an older one does not
+    third = _zip(tmp_path / "third.zip", {
+        "alice_1_2_toy.ipynb": (toy.student_notebook(course, total=BLANK), (2026, 10, 16, 9, 0, 0)),
+        "dave_3_4_toy.ipynb": (toy.student_notebook(course, total=BLANK), (2026, 10, 14, 11, 0, 0))})
+    assert _run(course, "collect", str(third), "--assignment", "toy") == 0
+    out = capsys.readouterr().out
+    assert "alice: replaced an earlier submission of toy" in out
+    assert "kept      toy/dave: already collected (the offered one differs, but the one collected " \
+           "is as new or newer" in out
+    assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
+    assert _exported(course) == {"alice": 2.0, "dave": 7.0}
+
 
 def test_a_notebook_landing_over_a_graded_one_is_regraded(course, capsys):
     """What the feedback service does: a new notebook written into submitted/ over an LMS-collected
     one, its timestamp.txt no newer (the clocks of two machines): the digest still sees it."""
     assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
     capsys.readouterr()
-    before = _exported(course)["alice"]
-    nbformat.write(toy.student_notebook(course, total=BLANK), course / "submitted/alice/toy/toy.ipynb")
+    assert _exported(course)["alice"] == 2.0  # her blank total (the test before)
+    nbformat.write(toy.student_notebook(course), course / "submitted/alice/toy/toy.ipynb")
     assert _run(course, "grade", "toy", "--allow-cpu", "--no-progress") == 0
     assert "regraded 1 (submission changed)" in capsys.readouterr().out
-    assert _exported(course)["alice"] == before - 5.0  # total is behind 3 + 1 + 1 points
+    assert _exported(course)["alice"] == 7.0
 
 
 def test_collect_writes_the_time_of_every_layout(course, tmp_path, capsys):
@@ -108,8 +120,9 @@ def test_collect_writes_the_time_of_every_layout(course, tmp_path, capsys):
     # offered again, changed, without --force: kept, and collect says the offer differs
     nbformat.write(toy.student_notebook(course, total=BLANK), inbound / "toy.ipynb")
     assert _run(course, "collect", str(inbound.parent)) == 0
-    assert "kept      toy/erin: already collected (the offered notebook differs: --force takes it)" \
-        in capsys.readouterr().out
+    assert ("kept      toy/erin: already collected (the offered one differs, but the one collected "
+            "is as new or newer (2026-10-13 12:00:00.000000 UTC >= 2026-10-13 12:00:00.000000 UTC): "
+            "--force takes it)") in capsys.readouterr().out
     # an LMS download unpacked into a folder: the file's modification time
     folder = tmp_path / "download"
     folder.mkdir()
