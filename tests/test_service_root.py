@@ -59,8 +59,6 @@ def test_serve_as_an_instructor_runs_it_grades_refuses_and_keeps_its_secrets(cou
     state = outside_tmp / "state"
     service = Service(course, state=state, allow_cpu=False).start()
     try:
-        log = service.log.read_text()
-        assert re.search(r"start-up probe passed in [0-9.]+ s", log), log[-3000:]
         tokens = {**service.tokens("alice", "bob"), **service.tokens("prof", instructor=True)}
         # the staff's `autograder submit`: the reference solution, full marks
         (tmp_path / "01_strides.ipynb").write_bytes(right_notebook(course))
@@ -70,6 +68,8 @@ def test_serve_as_an_instructor_runs_it_grades_refuses_and_keeps_its_secrets(cou
                                timeout=300)
         assert staff.returncode == 0, staff.stdout + staff.stderr
         assert "score: 10 / 10" in staff.stdout, staff.stdout
+        log = service.log.read_text()
+        assert re.search(r"start-up probe passed in [0-9.]+ s", log), log[-3000:]
         # the student edition's submit.py, in an interpreter that has nothing but the standard
         # library (-I -S: no site-packages, no course package): graded as well
         student = tmp_path / "student"
