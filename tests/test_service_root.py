@@ -67,7 +67,7 @@ def test_serve_as_an_instructor_runs_it_grades_refuses_and_keeps_its_secrets(cou
                                env={**nbgrader_environment(), "AUTOGRADER_TOKEN": tokens["alice"]},
                                timeout=300)
         assert staff.returncode == 0, staff.stdout + staff.stderr
-        assert "score: 10 / 10" in staff.stdout, staff.stdout
+        assert "score: 10/10" in staff.stdout, staff.stdout
         log = service.log.read_text()
         assert re.search(r"start-up probe passed in [0-9.]+ s", log), log[-3000:]
         # the student edition's submit.py, in an interpreter that has nothing but the standard
@@ -82,7 +82,7 @@ def test_serve_as_an_instructor_runs_it_grades_refuses_and_keeps_its_secrets(cou
         graded = subprocess.run([sys.executable, "-I", "-S", "submit.py", "Copy of 01_strides.ipynb"],
                                 cwd=student, capture_output=True, text=True, env=env, timeout=300)
         assert graded.returncode == 0, graded.stdout + graded.stderr
-        assert "score: 10 / 10" in graded.stdout and "FAILED" not in graded.stdout
+        assert "score: 10/10" in graded.stdout and "FAILED" not in graded.stdout
         # M2: no running worker grades 04 here (no GPU, no --allow-cpu): refused, with the reason
         refused = subprocess.run([sys.executable, "-I", "-S", "submit.py", "04_adagrad.ipynb"],
                                  cwd=student, capture_output=True, text=True, env=env, timeout=60)

@@ -125,7 +125,7 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 f"its page: {status.get('page', '')}"]
     lines = []
     if "score" in status:
-        lines.append(f"score: {status['score']:g} / {status['max_score']:g}")
+        lines.append(f"score: {status['score']:g}/{status['max_score']:g}")
     else:
         lines.append("graded; the course shows scores later")
     for test in status.get("tests", []):

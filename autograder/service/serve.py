@@ -201,7 +201,9 @@ async def _run(app: web.Application, worker: WorkerProcess | None, *, host: str,
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     server = app.listen(port, address=host, max_body_size=max_body, xheaders=True)
-    print(f"autograder serve: listening on http://{host}:{port}{prefix}", flush=True)
+    print(f"autograder serve: listening on http://{host}:{port}{prefix} (c.AutograderService in "
+          "nbgrader_config.py is read again when the file changes: no restart for a policy edit)",
+          flush=True)
     try:
         while not stopping.is_set():
             try:
