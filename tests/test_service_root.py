@@ -131,8 +131,10 @@ def test_serve_does_not_start_when_its_probe_fails(course, outside_tmp, tmp_path
     assert right in source.read_text()
     source.write_text(source.read_text().replace(right, right.replace("offset +", "offset + 1 +")))
     service = Service(broken, state=outside_tmp / "broken-state", allow_cpu=False)
-    with pytest.raises(RuntimeError, match="serve exited") as failed:
-        service.start()
+    try:
+        with pytest.raises(RuntimeError, match="serve exited") as failed:
+            service.start()
+    finally:
+        service.stop()  # also when it did start (the assertion then fails)
     assert "not started: the start-up probe failed: the reference solution of 01_strides" in \
         str(failed.value)
-    service.stop()

@@ -101,9 +101,12 @@ class WorkerProcess:
         self.command = command
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self.restart_at: float | None = None  # when a dead worker is started again
+        self.started_at = 0.0
 
     def start(self) -> None:
         self.process = subprocess.Popen([*self.command, "--report-id"], stdout=subprocess.PIPE)
+        self.started_at = time.monotonic()
         log.info("worker started (pid %d)", self.process.pid)
 
     def read_id(self) -> str | None:
@@ -114,11 +117,24 @@ class WorkerProcess:
         return line or None
 
     def watch(self) -> None:
-        if self.process is not None and self.process.poll() is not None:
+        """Watched once a second: a dead worker is started again, after 1, 2, 4 ... 60 s (one that
+        cannot start, or whose start-up probe fails, is retried ever more slowly, not in a loop)."""
+        if self.process is None or self.process.poll() is None:
+            return
+        if self.restart_at is None:
+            if time.monotonic() - self.started_at > 300:
+                self.restarts = 0  # it had worked for a while: the next start is at once again
+            delay = min(60.0, 2.0 ** min(self.restarts, 6))
+            self.restart_at = time.monotonic() + delay
+            log.error("worker exited with status %s%s; starting another in %g s (restart %d)",
+                      self.process.returncode, " (its start-up probe failed: see above)"
+                      if self.process.returncode == 3 else "", delay, self.restarts + 1)
+        elif time.monotonic() >= self.restart_at:
             self.restarts += 1
-            log.error("worker exited with status %s; starting another (restart %d)",
-                      self.process.returncode, self.restarts)
-            self.start()  # watched once a second: a worker that cannot start is retried slowly
+            self.restart_at = None
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+            self.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:
