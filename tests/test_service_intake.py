@@ -295,10 +295,13 @@ def test_an_exercise_no_running_worker_grades_is_refused_and_what_waits_says_why
         return sorted((str(p), p.stat().st_mtime) for p in (course / "submitted").rglob("*"))
 
     before = landed()
+    answer = _get_page(settings_with(course), store, "alice",
+                       upload=("01_strides.ipynb", notebooks["right"]))
+    assert "no grader is running now: nothing was submitted" in answer, answer
+    assert not store.history() and landed() == before
     with pytest.raises(Refused) as refused:
         _enqueue_web(course, store, notebooks)
     assert refused.value.status == 503 and "no grader is running now" in refused.value.message
-    assert not store.history() and landed() == before
     store.register_worker("worker-cpu", host="h", pid=1, gpu=False, skip=["01_strides"], live_s=60)
     with pytest.raises(Refused) as refused:  # a worker that leaves it to one with a GPU
         _enqueue_web(course, store, notebooks)
@@ -353,8 +356,10 @@ def test_a_student_never_sees_a_server_path_and_a_grader_error_only_as_one(cours
     assert redact_paths("expected (3, 3, 1), got 0/10 and a/b") == "expected (3, 3, 1), got 0/10 and a/b"
 
 
-def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "") -> str:
-    """``path`` of the real web application (clock frozen at T0), as ``user`` sees it."""
+def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "",
+              upload: tuple[str, bytes] | None = None) -> str:
+    """``path`` of the real web application (clock frozen at T0), as ``user`` sees it; with
+    ``upload`` (file name, bytes), the answer of ``POST api/submissions``, whatever its status."""
     import asyncio
     import threading
 
@@ -380,8 +385,12 @@ def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = ""
     thread.start()
     started.wait(10)
     try:
-        reply = httpx.get(f"http://127.0.0.1:{port}/{path}", timeout=30,
-                          headers={"Authorization": f"Bearer {store.issue_token(user)}"})
+        headers = {"Authorization": f"Bearer {store.issue_token(user)}"}
+        if upload is not None:
+            return httpx.post(f"http://127.0.0.1:{port}/api/submissions", timeout=60,
+                              params={"filename": upload[0]}, content=upload[1],
+                              headers=headers).text
+        reply = httpx.get(f"http://127.0.0.1:{port}/{path}", timeout=30, headers=headers)
         assert reply.status_code == 200, reply.text[-2000:]
         return reply.text
     finally:
