@@ -50,6 +50,11 @@ MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
 FEEDBACK_SOURCE = "autograder/feedback_misconception.py"
 MISCONCEPTION_TABLE = "tests/catalogue/misconceptions.json"  # autograder.misconceptions.TABLE
+# the feedback service's student pages: every ``_("...")`` (one whole sentence, ``{field}``
+# placeholders filled in after translation: autograder.service.language)
+SERVICE_PAGES = ("autograder/service/web.py", "autograder/service/templates/*.html")
+_PAGE_STRING = re.compile(r'(?<![A-Za-z0-9])_\(\s*"((?:[^"\\\n]|\\.)+)"')
+_PAGE_FIELD = re.compile(r"\{[A-Za-z_]\w*\}")
 # an English word of running text: letters not part of an identifier, a call, an attribute or a
 # keyword argument (quoted strings are taken out first)
 _WORD = re.compile(r"(?<![\w.{=])[A-Za-z]{2,}(?![\w(.}=\[])")
@@ -175,6 +180,25 @@ def misconception_names(root: Path) -> list[str]:
     return [str(row["misconception"]) for rows in data.get("assignments", {}).values() for row in rows]
 
 
+def _is_page(where: str) -> bool:
+    """Whether a template is a service page's (never a pattern for test messages: ``translate``)."""
+    return where.startswith("autograder/service/")
+
+
+def page_templates(root: Path) -> list[Template]:
+    """The service pages' fixed strings: each ``_("...")`` of ``SERVICE_PAGES``."""
+    found = []
+    for pattern in SERVICE_PAGES:
+        for path in sorted(root.glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            for match in _PAGE_STRING.finditer(text):
+                english = match.group(1).replace('\\"', '"')
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(Template(tuple(split(english, _PAGE_FIELD.findall(english))),
+                                      (path.relative_to(root).as_posix(), line)))
+    return found
+
+
 def templates(root: Path | None = None) -> list[Template]:
     """Every template that needs a translation, each once (first occurrence), in source order."""
     root = Path(root or package_root())
@@ -197,6 +221,7 @@ def templates(root: Path | None = None) -> list[Template]:
     if (root / FEEDBACK_SOURCE).is_file():  # the sentence that names a misconception in feedback
         found += code_templates((root / FEEDBACK_SOURCE).read_text(encoding="utf-8"), FEEDBACK_SOURCE)
     found += [Template(((name, False),), (MISCONCEPTION_TABLE, 0)) for name in misconception_names(root)]
+    found += page_templates(root)
     seen: dict[str, Template] = {}
     for template in found:
         if template.prose():
@@ -224,7 +249,8 @@ def update(language: str, root: Path | None = None) -> tuple[Path, int, int]:
         was = by_key.get(key)
         po.append(polib.POEntry(msgctxt=key, msgid=template.english, msgstr=was.msgstr if was else "",
                                 occurrences=[(template.where[0], str(template.where[1]))],
-                                comment="test message", tcomment=was.tcomment if was else "",
+                                comment=("service page" if _is_page(template.where[0])
+                                         else "test message"), tcomment=was.tcomment if was else "",
                                 flags=list(was.flags) if was else []))
     for entry in old:
         if entry.msgctxt not in keys and entry.msgstr.strip():
@@ -348,7 +374,8 @@ def _table(language: str, root: str) -> tuple[_Rule, ...]:
     if not path.is_file():
         return ()
     pairs = [(e.msgid, e.msgstr) for e in polib.pofile(str(path))
-             if e.msgstr.strip() and not e.obsolete and "fuzzy" not in e.flags]
+             if e.msgstr.strip() and not e.obsolete and "fuzzy" not in e.flags
+             and not (e.occurrences and all(_is_page(where) for where, _ in e.occurrences))]
     return tuple(_rules(pairs))
 
 

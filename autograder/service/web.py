@@ -45,6 +45,7 @@ from tornado.http1connection import HTTP1Connection
 from tornado.log import access_log
 
 from autograder.figures import score_distribution
+from autograder.service import language as lang
 from autograder.service.intake import (
     Accepted,
     Refused,
@@ -60,6 +61,7 @@ from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store, SubmissionRow, as_utc, digest, utcnow
 
 HERE = Path(__file__).parent
+STATES = ("queued", "running", "done", "failed", "error")
 COOKIE = "autograder-session"
 POLL_SHARE = 0.8  # poll_after_s: of the time until a submission's turn, how much a page waits
 MAX_ID = 2**62  # larger ids in a URL are "not found", never an integer overflow in the database
@@ -136,10 +138,55 @@ class _Base(web.RequestHandler):
         prefix: str = self.settings["prefix"]
         return prefix + path
 
+    @property
+    def language(self) -> str:
+        """The reader's: ``?lang=`` (kept in a cookie), else ``Accept-Language``; else English."""
+        if not hasattr(self, "_language"):
+            query = self.get_query_argument("lang", None)
+            picked = lang.chosen(query, None)
+            if picked is not None:
+                self.set_cookie(lang.COOKIE, picked, expires_days=365, samesite="Lax",
+                                path=self.url())
+            else:
+                picked = lang.chosen(self.get_cookie(lang.COOKIE), None)
+            self._language = picked or lang.from_accept_language(
+                self.request.headers.get("Accept-Language"))
+        return self._language
+
+    def _(self, english: str, **fields: object) -> str:
+        """A fixed string of the pages in the reader's language (``locales/<lang>/messages.po``)."""
+        return lang.translator(self.language)(english, **fields)
+
+    def shown(self, when: datetime | None) -> str | None:
+        return lang.shown_time(when, self.language)
+
     def page(self, template: str, status: int = 200, **values: Any) -> None:
         self.set_status(status)
+        self.add_header("Vary", "Accept-Language")
+        language = self.language
+        strings = self.script_strings()
         self.render(template, me=self.identity(), url=self.url, hub=self.settings["hub"],
-                    title=self.settings["title"], **values)
+                    title=self.settings["title"], _=lang.translator(language),
+                    html_lang=lang.LANGUAGES[language], language=language,
+                    states={state: strings[state] for state in STATES},
+                    script_strings=json.dumps(strings, ensure_ascii=False)
+                    .replace("</", "<\\/"), **values)
+
+    def script_strings(self) -> dict[str, str]:
+        """What ``app.js`` writes, in the reader's language (a JSON data block of the page)."""
+        _ = self._
+        return {"queued": _("queued"), "running": _("running"), "done": _("done"),
+                "failed": _("failed"), "error": _("grader error"),
+                "waiting": _("(waiting: {reason})", reason="{reason}"),
+                "ahead": _("({count} ahead of you)", count="{count}"),
+                "not_graded": _("Not graded: {reason}", reason="{reason}"),
+                "unknown": _("unknown reason"),
+                "score": _("Score: {score} / {max_score}", score="{score}", max_score="{max_score}"),
+                "later": _("Graded. The course shows scores after the due date."),
+                "test": _("Test"), "kind": _("Kind"), "points": _("Points"), "result": _("Result"),
+                "both": _("visible + hidden"), "visible": _("visible"),
+                "passed": _("passed"), "failed_test": _("failed"),
+                "no_load": _("Could not load: {error}", error="{error}")}
 
 
 if TYPE_CHECKING:  # a mixin of the handlers (make_app): typed as one, a plain class at run time
@@ -234,13 +281,14 @@ def student_reason(row: SubmissionRow) -> str | None:
 
 
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
-                    now: datetime, *, staff: bool = False) -> dict[str, Any]:
+                    now: datetime, *, staff: bool = False,
+                    shown: Callable[[datetime | None], str | None] = human_time) -> dict[str, Any]:
     """What a student may see of one submission now (the policy's feedback level decides);
     ``staff``: also the grader's own words about a fault."""
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
         "student": row.student, "received_at": as_utc(row.received_at),
-        "received": human_time(row.received_at), "late": row.late,
+        "received": shown(row.received_at), "late": row.late,
         "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
     if row.state == "queued":
         view["position"] = store.position(row)
@@ -265,7 +313,8 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
 
 
 def assignment_views(settings: ServiceSettings, store: Store, student: str | None,
-                     now: datetime) -> list[dict[str, Any]]:
+                     now: datetime, shown: Callable[[datetime | None], str | None] = human_time
+                     ) -> list[dict[str, Any]]:
     views = []
     for name, notebooks in sorted(settings.assignments().items()):
         policy = settings.policy(name)
@@ -274,7 +323,7 @@ def assignment_views(settings: ServiceSettings, store: Store, student: str | Non
                       "open": (policy.opens is None or now >= policy.opens)
                       and (policy.due is None or now <= policy.due or policy.late),
                       "not_yet_open": policy.opens is not None and now < policy.opens,
-                      "opens_shown": human_time(policy.opens), "due_shown": human_time(policy.due),
+                      "opens_shown": shown(policy.opens), "due_shown": shown(policy.due),
                       "submissions_left": policy.left(now, earlier) if student else None,
                       "submitted": len(earlier)})
     return views
@@ -472,9 +521,9 @@ class IndexPage(_Base):
         now = self.now()
         rows = self.store.history(me.name, limit=200)
         self.page("index.html", status, error=error,
-                  assignments=assignment_views(self.service, self.store, me.name, now),
-                  history=[submission_view(r, self.service, self.store, now, staff=me.instructor)
-                           for r in rows],
+                  assignments=assignment_views(self.service, self.store, me.name, now, self.shown),
+                  history=[submission_view(r, self.service, self.store, now, staff=me.instructor,
+                                           shown=self.shown) for r in rows],
                   max_mb=self.service.max_upload_bytes / 2**20)
 
     @_logged_in
@@ -482,7 +531,7 @@ class IndexPage(_Base):
         me = self.me()
         uploads = self.request.files.get("notebook") or []
         if not uploads:
-            return self._show(400, "choose a notebook file to upload")
+            return self._show(400, self._("Choose a notebook file to upload."))
         try:
             accepted = await accept_off_the_loop(
                 self, student=me.name, filename=uploads[0]["filename"], content=uploads[0]["body"],
@@ -497,17 +546,20 @@ class SubmissionPage(_Base):
     def get(self, submission_id: str) -> None:
         row = _own(self, submission_id)
         if row is None:
-            return self.page("missing.html", 404, what=f"submission {submission_id}")
+            return self.page("missing.html", 404,
+                             what=self._("There is no submission {id} for you here.",
+                                         id=submission_id))
         self.page("submission.html",
                   submission=submission_view(row, self.service, self.store, self.now(),
-                                             staff=self.me().instructor))
+                                             staff=self.me().instructor, shown=self.shown))
 
 
 class InstructorPage(_Base):
     @_logged_in
     def get(self) -> None:
         if not self.me().instructor:
-            return self.page("missing.html", 403, what="the instructor view")
+            return self.page("missing.html", 403,
+                             what=self._("There is no instructor view for you here."))
         self.page("instructor.html", queue=queue_view(self.service, self.store, figure=True))
 
 
@@ -517,11 +569,13 @@ class RequeuePage(_Base):
     @_logged_in
     def post(self) -> None:
         if not self.me().instructor:
-            return self.page("missing.html", 403, what="the instructor view")
+            return self.page("missing.html", 403,
+                             what=self._("There is no instructor view for you here."))
         number = submission_number(self.get_body_argument("id", ""))
         everything = self.get_body_argument("all", "") == "1"
         if number is None and not everything:
-            return self.page("missing.html", 404, what="that submission")
+            return self.page("missing.html", 404,
+                             what=self._("There is no such submission for you here."))
         self.store.requeue([] if number is None else [number], failed=everything)
         self.redirect(self.url("instructor"), status=303)
 
@@ -553,7 +607,8 @@ class LoginPage(_Base):
         token = self.get_body_argument("token", "").strip()
         found = self.store.token_user_by_digest(digest(token)) if token else None
         if found is None:
-            return self.page("login.html", 403, error="that token is not valid for this course")
+            return self.page("login.html", 403,
+                             error=self._("That token is not valid for this course."))
         self.set_secure_cookie(COOKIE, digest(token), expires_days=14, httponly=True,
                                samesite="Strict", secure=self.request.protocol == "https")
         self.redirect(self.url(), status=303)
