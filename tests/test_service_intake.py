@@ -4,6 +4,7 @@ due dates, the fair claim order, exactly-once results, recovery after a dead wor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -356,14 +357,12 @@ def test_a_student_never_sees_a_server_path_and_a_grader_error_only_as_one(cours
     assert redact_paths("expected (3, 3, 1), got 0/10 and a/b") == "expected (3, 3, 1), got 0/10 and a/b"
 
 
-def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "",
-              upload: tuple[str, bytes] | None = None) -> str:
-    """``path`` of the real web application (clock frozen at T0), as ``user`` sees it; with
-    ``upload`` (file name, bytes), the answer of ``POST api/submissions``, whatever its status."""
+@contextlib.contextmanager
+def real_web_app(settings: ServiceSettings, store: Store):
+    """The real web application on a free port of 127.0.0.1 in a thread, clock frozen at T0; yields its URL."""
     import asyncio
     import threading
 
-    import httpx
     from tornado.httpserver import HTTPServer
     from tornado.netutil import bind_sockets
 
@@ -385,17 +384,27 @@ def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = ""
     thread.start()
     started.wait(10)
     try:
-        headers = {"Authorization": f"Bearer {store.issue_token(user)}"}
-        if upload is not None:
-            return httpx.post(f"http://127.0.0.1:{port}/api/submissions", timeout=60,
-                              params={"filename": upload[0]}, content=upload[1],
-                              headers=headers).text
-        reply = httpx.get(f"http://127.0.0.1:{port}/{path}", timeout=30, headers=headers)
-        assert reply.status_code == 200, reply.text[-2000:]
-        return reply.text
+        yield f"http://127.0.0.1:{port}/"
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "",
+              upload: tuple[str, bytes] | None = None) -> str:
+    """``path`` of the real web application (clock frozen at T0), as ``user`` sees it; with
+    ``upload`` (file name, bytes), the answer of ``POST api/submissions``, whatever its status."""
+    import httpx
+
+    with real_web_app(settings, store) as url:
+        headers = {"Authorization": f"Bearer {store.issue_token(user)}"}
+        if upload is not None:
+            return httpx.post(f"{url}api/submissions", timeout=60,
+                              params={"filename": upload[0]}, content=upload[1],
+                              headers=headers).text
+        reply = httpx.get(f"{url}{path}", timeout=30, headers=headers)
+        assert reply.status_code == 200, reply.text[-2000:]
+        return reply.text
 
 
 def test_pages_show_dates_humanely_and_a_not_yet_open_exercise_says_when_it_opens(course, store):

@@ -3,20 +3,16 @@ or ``?lang=`` kept in a cookie): page chrome, states, refusals and dates from ``
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from contextlib import contextmanager
 from datetime import datetime
 
 import httpx
 import pytest
-from tornado.httpserver import HTTPServer
-from tornado.netutil import bind_sockets
 
 from autograder.service import language
 from autograder.service.store import Store
 from tests.service_course import make_course
-from tests.test_service_intake import settings_with
+from tests.test_service_intake import real_web_app, settings_with
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 
@@ -28,30 +24,9 @@ def course(tmp_path_factory):
 
 @contextmanager
 def serving(course, tmp_path, **policy):
-    from autograder.service.web import make_app
-
     store = Store(f"sqlite:///{tmp_path / 'service.db'}")
-    settings = settings_with(course, **policy)
-    sockets = bind_sockets(0, "127.0.0.1")
-    port = sockets[0].getsockname()[1]
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        HTTPServer(make_app(store=store, settings=settings, hub=False, clock=lambda: T0)
-                   ).add_sockets(sockets)
-        loop.call_soon(started.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
-        yield f"http://127.0.0.1:{port}/", store
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    with real_web_app(settings_with(course, **policy), store) as url:
+        yield url, store
 
 
 @pytest.mark.parametrize("header, expected", [
