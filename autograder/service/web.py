@@ -45,7 +45,7 @@ from tornado.http1connection import HTTP1Connection
 from tornado.log import access_log
 
 from autograder.figures import score_distribution
-from autograder.service import language as lang
+from autograder.service import language
 from autograder.service.intake import (
     Accepted,
     Refused,
@@ -143,31 +143,31 @@ class _Base(web.RequestHandler):
         """The reader's: ``?lang=`` (kept in a cookie), else ``Accept-Language``; else English."""
         if not hasattr(self, "_language"):
             query = self.get_query_argument("lang", None)
-            picked = lang.chosen(query, None)
+            picked = language.chosen(query, None)
             if picked is not None:
-                self.set_cookie(lang.COOKIE, picked, expires_days=365, samesite="Lax",
+                self.set_cookie(language.COOKIE, picked, expires_days=365, samesite="Lax",
                                 path=self.url())
             else:
-                picked = lang.chosen(self.get_cookie(lang.COOKIE), None)
-            self._language = picked or lang.from_accept_language(
+                picked = language.chosen(self.get_cookie(language.COOKIE), None)
+            self._language = picked or language.from_accept_language(
                 self.request.headers.get("Accept-Language"))
         return self._language
 
     def _(self, english: str, **fields: object) -> str:
         """A fixed string of the pages in the reader's language (``locales/<lang>/messages.po``)."""
-        return lang.translator(self.language)(english, **fields)
+        return language.translator(self.language)(english, **fields)
 
     def shown(self, when: datetime | None) -> str | None:
-        return lang.shown_time(when, self.language)
+        return language.shown_time(when, self.language)
 
     def page(self, template: str, status: int = 200, **values: Any) -> None:
         self.set_status(status)
         self.add_header("Vary", "Accept-Language")
-        language = self.language
+        reader = self.language
         strings = self.script_strings()
         self.render(template, me=self.identity(), url=self.url, hub=self.settings["hub"],
-                    title=self.settings["title"], _=lang.translator(language),
-                    html_lang=lang.LANGUAGES[language], language=language,
+                    title=self.settings["title"], _=language.translator(reader),
+                    html_lang=language.LANGUAGES[reader], language=reader,
                     states={state: strings[state] for state in STATES},
                     script_strings=json.dumps(strings, ensure_ascii=False)
                     .replace("</", "<\\/"), **values)
