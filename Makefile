@@ -21,7 +21,7 @@ $(STAMP): requirements.lock pyproject.toml
 ## 1. Build the site into _build/html (pages execute; unchanged pages come from the cache), then the
 ## zh-TW edition into _build/html/zh-tw/ from generated sources (its code cells are the English ones,
 ## so every page is a hit in the English build's execution cache).
-I18N_LANGUAGES = $(shell $(BIN)/python -m autograder.manifest languages)  # course.toml's editions
+I18N_LANGUAGES = $(shell $(BIN)/python -m autograder.course.manifest languages)  # course.toml's editions
 site: $(STAMP)
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@set -o pipefail; for lang in $(I18N_LANGUAGES); do \
@@ -58,7 +58,7 @@ SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:mun
   initdb:postgresql
 ## Fonts, as fontconfig-language:package, one per edition of course.toml: without one chromium draws
 ## the edition's pages as boxes (tests/test_i18n_site.py looks at one). fonts-noto-cjk: 57 MB.
-SYSTEM_FONTS = $(shell $(PYTHON) -m autograder.manifest fonts)
+SYSTEM_FONTS = $(shell $(PYTHON) -m autograder.course.manifest fonts)
 system-deps:
 	@MISSING=$$( { for dep in $(SYSTEM_DEPS); do \
 	  command -v $${dep%%:*} >/dev/null || command -v /usr/sbin/$${dep%%:*} >/dev/null || \
@@ -88,7 +88,7 @@ demo: $(STAMP)
 
 ## Reference solutions through every GPU check (needs CUDA).
 gpu-check: $(STAMP)
-	$(BIN)/python -m autograder.gpu_check
+	$(BIN)/python -m autograder.tools.gpu_check
 
 ## Record the lecture's GPU figures on this machine into data/gpu/<device>.json (needs CUDA).
 .PHONY: gpu-measure
@@ -133,4 +133,4 @@ parity-golden: $(STAMP)
 ## current. Run it after editing a catalogue, a grade cell or a hidden check's message.
 .PHONY: misconceptions
 misconceptions: $(STAMP)
-	$(BIN)/python -m autograder.misconception_table
+	$(BIN)/python -m autograder.reports.misconception_table

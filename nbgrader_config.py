@@ -58,7 +58,7 @@ c.GenerateFeedback.preprocessors = [
     CSSHTMLHeaderPreprocessor,
 ]
 
-# Feedback may name the misconception a failing submission looks like (autograder/feedback_misconception.py:
+# Feedback may name the misconception a failing submission looks like (autograder/reports/feedback_misconception.py:
 # one sentence, a catalogue name only; default False, the names are then in the staff's report only).
 # c.Autograder.feedback_names_misconception = True
 

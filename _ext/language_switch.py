@@ -16,7 +16,7 @@ For a translated edition (``language`` other than English) it also
   one, never a 4-character one, so 權重衰減 inside 解耦權重衰減 would not be found.
 
 Enable in _config.yml: ``sphinx: {local_extensions: {language_switch: _ext}}``: the editions are
-``course.toml``'s (``autograder.manifest.language_switch``). A book built without the course (the
+``course.toml``'s (``autograder.course.manifest.language_switch``). A book built without the course (the
 translated edition's, the student edition's) is given them as ``sphinx: {config: {language_switch:
 [{href: "zh-tw/", label: "繁體中文", lang: "zh-TW"}]}}``.
 """
@@ -67,7 +67,7 @@ def compile_theme_catalogue(language: str, into: Path) -> Path | None:
 
 def translated_edition(app, config):
     if config.language_switch is None:  # the course's own build: its editions are course.toml's
-        from autograder import manifest
+        from autograder.course import manifest
 
         config.language_switch = manifest.language_switch(manifest.course())
     language = config.language or "en"

@@ -62,7 +62,7 @@ an identical, older or undated one is kept out, with the reason. Each replacemen
 the submitted notebooks' digest with the graded one's).
 
 A translated edition of a notebook (``01_strides.zh-TW.ipynb``) is stored as the notebook it is graded
-as (``01_strides.ipynb``, ``autograder.source.graded_notebook_name``): its grade cells are the English
+as (``01_strides.ipynb``, ``autograder.course.source.graded_notebook_name``): its grade cells are the English
 ones, so grade, feedback and the gradebook see one notebook whatever language the student read. Of
 several editions in one offer the one worked on is taken (the others are unchanged releases).
 """
@@ -83,9 +83,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import parse_utc
 
-from autograder.course import Course, load_course
+from autograder.course.nbgrader import Course, load_course
+from autograder.course.source import graded_notebook_name
 from autograder.errors import CollectError
-from autograder.source import graded_notebook_name
 
 # Canvas/Moodle-style names start with the student's login: "jdoe_12345_67890_01_strides.ipynb"
 DEFAULT_PATTERN = r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.\-]*)[_\-]"

@@ -46,8 +46,8 @@ from typing import Any
 
 import yaml
 
+from autograder.course.source import SourceError, source_path
 from autograder.errors import CourseError
-from autograder.source import SourceError, source_path
 
 #: Module-level names whose use is dynamic access, whatever the student does with them.
 DYNAMIC_CALLS = frozenset({"__import__", "exec", "eval", "compile", "globals", "vars"})

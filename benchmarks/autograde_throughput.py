@@ -26,8 +26,8 @@ from nbgrader.api import Gradebook
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from autograder import samples  # noqa: E402
-from autograder.release import (  # noqa: E402
+from autograder.authoring import samples  # noqa: E402
+from autograder.authoring.release import (  # noqa: E402
     available_assignments,
     copy_course,
     nbgrader_environment,

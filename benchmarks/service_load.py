@@ -68,9 +68,9 @@ from service_course import ASSIGNMENTS, Service, WorkerProcess, make_course  # n
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from autograder import samples  # noqa: E402
-from autograder.course import load_course  # noqa: E402
-from autograder.release import nbgrader_environment  # noqa: E402
+from autograder.authoring import samples  # noqa: E402
+from autograder.authoring.release import nbgrader_environment  # noqa: E402
+from autograder.course.nbgrader import load_course  # noqa: E402
 from autograder.service.store import Store, SubmissionRow, default_url  # noqa: E402
 
 WRONG_EVERY = 5  # every fifth student submits a catalogue wrong answer

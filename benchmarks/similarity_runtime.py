@@ -26,10 +26,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import test_similarity as styles  # noqa: E402
 
-from autograder import samples  # noqa: E402
-from autograder.release import copy_course  # noqa: E402
-from autograder.similarity import similarity  # noqa: E402
-from autograder.source import release_path  # noqa: E402
+from autograder.authoring import samples  # noqa: E402
+from autograder.authoring.release import copy_course  # noqa: E402
+from autograder.course.source import release_path  # noqa: E402
+from autograder.reports.similarity import similarity  # noqa: E402
 
 STYLES = (styles.LOOP, styles.FUNCTIONAL, styles.FOREACH, styles.ENUMERATED)
 KEEP = {"AdaGrad", "torch", "self", "None", "super", "closure", "step", "dict", "len", "float",

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "toy"

@@ -38,8 +38,13 @@ from browser import launch_chromium, require_chromium, watch
 from nbgrader.api import Gradebook
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture, for any test)
 
-from autograder import samples
-from autograder.release import available_assignments, copy_course, nbgrader_environment, release
+from autograder.authoring import samples
+from autograder.authoring.release import (
+    available_assignments,
+    copy_course,
+    nbgrader_environment,
+    release,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

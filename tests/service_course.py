@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import nbformat
 
-from autograder import samples
-from autograder.course import load_course
-from autograder.release import copy_course, nbgrader_environment, release
+from autograder.authoring import samples
+from autograder.authoring.release import copy_course, nbgrader_environment, release
+from autograder.course.nbgrader import load_course
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("01_strides", "02_einops")

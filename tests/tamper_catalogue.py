@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import samples
+from autograder.authoring import samples
 
 ASSIGNMENT = "01_strides"
 

@@ -96,7 +96,7 @@ def test_grade_feedback_report_end_to_end(course, capsys):
     # students receive no file nbgrader would not give them: the run record stays with the instructor
     assert (course / "autograded/bob/.autograder/toy.json").is_file()
     assert not list((course / "autograded").glob("*/toy/autograder.json"))
-    from autograder.release import nbgrader_environment
+    from autograder.authoring.release import nbgrader_environment
 
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", "toy", "--force"],
                    cwd=course, env=nbgrader_environment({}), check=True, capture_output=True,

@@ -14,8 +14,8 @@ import csv
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.feedback import HIDDEN_MARKERS, feedback
-from autograder.report import report
+from autograder.reports.feedback import HIDDEN_MARKERS, feedback
+from autograder.reports.report import report
 
 
 @pytest.fixture(scope="module")

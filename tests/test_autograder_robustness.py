@@ -93,7 +93,7 @@ def test_a_dying_kernel_reaches_the_instructor_as_nbgrader_does(graded_toy):
 
 
 def _course(root):
-    from autograder.course import load_course
+    from autograder.course.nbgrader import load_course
 
     return load_course(root)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import autograder_toy as toy
 import pytest
 
-from autograder.course import load_course
+from autograder.course.nbgrader import load_course
+from autograder.course.settings import setting_field
 from autograder.grading.nbgrader_seam import execute_timeout
 from autograder.grading.options import GradeOptions
-from autograder.settings_model import setting_field
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG = "def square(x):\n    while True:\n        pass\n"
@@ -77,7 +77,7 @@ def test_the_per_cell_default_is_sized_to_the_exercises_and_the_limits_say_how_t
 
 @pytest.mark.parametrize("name", ["timeout", "notebook_timeout"])
 def test_the_limits_meaning_reaches_the_generated_table(name):
-    from autograder.settings_model import settings_table
+    from autograder.course.settings import settings_table
 
     help_text = setting_field(GradeOptions, name).metadata["help"]
     assert help_text in settings_table(GradeOptions)

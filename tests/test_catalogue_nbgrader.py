@@ -19,7 +19,7 @@ POINTS_PER_ASSIGNMENT = 10.0
 
 
 def _cases(kind: str) -> list[tuple[str, str]]:
-    from autograder import samples
+    from autograder.authoring import samples
 
     cases = []
     for assignment in ASSIGNMENTS:
@@ -193,7 +193,7 @@ def test_gpu_cell_scores_zero_without_allow_cpu_and_full_with_it(tmp_path):
 def _gpu_cells(assignment):
     from conftest import ROOT
 
-    from autograder.release import source_notebook
+    from autograder.authoring.release import source_notebook
 
     return [c.metadata["nbgrader"]["grade_id"] for c in source_notebook(assignment, course_root=ROOT).cells
             if c.metadata["nbgrader"]["grade"] and c.metadata["nbgrader"]["grade_id"].endswith("_gpu")]
@@ -208,7 +208,7 @@ GPU_ASSIGNMENTS = [a for a in ASSIGNMENTS if _gpu_cells(a)]
 def test_reference_without_allow_cpu_loses_exactly_its_gpu_cells(graded_catalogue_course, assignment):
     from conftest import read_scores
 
-    from autograder import samples
+    from autograder.authoring import samples
 
     course = graded_catalogue_course
     samples.write_submission(samples.reference_notebook(assignment, course_root=course.root), course_root=course.root,

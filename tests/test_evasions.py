@@ -23,7 +23,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder import samples
+from autograder.authoring import samples
 
 ASSIGNMENT = "04_adagrad"
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
@@ -69,9 +69,9 @@ def _grade_class(tmp_path: Path, *, rules_on: bool) -> dict[str, dict[str, tuple
     feedback notebook, and the submission's problems)."""
     from nbgrader.api import Gradebook
 
+    from autograder.authoring.release import copy_course, release
     from autograder.grading import grade
     from autograder.grading.run_record import read_record
-    from autograder.release import copy_course, release
 
     root = copy_course(ROOT, tmp_path / "course")
     if not rules_on:

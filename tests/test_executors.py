@@ -105,7 +105,7 @@ def test_the_first_sandbox_starts_beside_the_template_before_the_probe(tmp_path,
     """Both import torch, a core each: the sandbox does not wait for the template's probe."""
     from autograder_toy import make_toy_course
 
-    from autograder.course import load_course
+    from autograder.course.nbgrader import load_course
     from autograder.grading.execute import forkserver
     from autograder.grading.local import LocalExecutor
 

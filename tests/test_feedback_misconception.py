@@ -17,19 +17,19 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder import samples
-from autograder.course import load_course
+from autograder.authoring import samples
+from autograder.authoring.release import copy_course, release
+from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
-from autograder.feedback import feedback
-from autograder.feedback_misconception import (
+from autograder.i18n.messages import translate
+from autograder.reports.feedback import feedback
+from autograder.reports.feedback_misconception import (
     SETTING,
     NameMisconception,
     enabled,
     named_students,
     sentence,
 )
-from autograder.i18n.messages import translate
-from autograder.release import copy_course, release
 
 ASSIGNMENT = "01_strides"
 WRONG = "column_major"  # a catalogue entry (the table was built from it)

@@ -1,5 +1,5 @@
 """Feedback pages load nothing from a CDN (m14, issue 41): nbgrader's feedback template hard-codes
-MathJax 2 from cdnjs; ``autograder.feedback.local_mathjax`` takes it out, and adds MathJax 3 (inline, or
+MathJax 2 from cdnjs; ``autograder.reports.feedback.local_mathjax`` takes it out, and adds MathJax 3 (inline, or
 from ``c.Autograder.feedback_mathjax_url``) only where the page has math. The real pages, in chromium
 offline: tests/test_report_browser.py."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.errors import CourseError
-from autograder.feedback import local_mathjax, mathjax_url
+from autograder.reports.feedback import local_mathjax, mathjax_url
 
 CDN_BLOCK = ("<!-- Load mathjax -->\n    <script src=\"https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/"
              "latest.js?config=TeX-AMS_CHTML-full,Safe\"> </script>\n<script type=\"text/x-mathjax-config\">"

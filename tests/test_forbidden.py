@@ -15,8 +15,9 @@ import textwrap
 import pytest
 from conftest import ROOT, assignments_with_catalogue
 
-from autograder import forbidden, samples
-from autograder.source import SourceError
+from autograder import forbidden
+from autograder.authoring import samples
+from autograder.course.source import SourceError
 
 ADAGRAD = forbidden.rules("04_adagrad", course_root=ROOT)
 STRIDES = forbidden.rules("01_strides", course_root=ROOT)
@@ -122,10 +123,10 @@ def test_rules_are_read_from_the_source_and_bad_ones_are_refused_by_name(tmp_pat
 
 
 def test_a_submission_that_delegates_is_flagged_in_its_run_record_and_the_report(tmp_path):
+    from autograder.authoring.release import copy_course, release
     from autograder.grading import grade
     from autograder.grading.run_record import read_record
-    from autograder.release import copy_course, release
-    from autograder.report import report
+    from autograder.reports.report import report
 
     root = copy_course(ROOT, tmp_path / "course")
     release(assignments=["04_adagrad"], course_root=root)
@@ -154,7 +155,7 @@ def test_the_release_tells_the_rule_in_every_edition(assignment):
     English release and in every translated edition, next to the words that forbid it."""
     import nbformat
 
-    from autograder.source import release_path
+    from autograder.course.source import release_path
 
     english = release_path(assignment, course_root=ROOT)
     editions = [english, *sorted(english.parent.glob(f"{assignment}.*.ipynb"))]

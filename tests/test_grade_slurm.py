@@ -30,7 +30,7 @@ from conftest import ungraded_copy
 from nbformat.v4 import new_code_cell
 from nbgrader.api import Gradebook, MissingEntry
 
-from autograder import samples
+from autograder.authoring import samples
 from autograder.cli import main as cli_main
 from autograder.errors import DeviceError
 from autograder.grading import grade

@@ -14,7 +14,7 @@ from conftest import ROOT, assignments_with_catalogue
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder import samples
+from autograder.authoring import samples
 from autograder.hidden import HiddenCheckFailed, NeedsGPU, _gpu, hidden_check
 from autograder.hidden._base import CheckRandom, expect_equal
 from autograder.hidden._feedback import hidden_lines, scrub_traceback

@@ -6,7 +6,7 @@ seconds what the nbgrader catalogue test (test_catalogue_nbgrader.py) sees in mi
 - the reference and the correct alternatives pass every grade cell;
 - every wrong catalogue entry fails exactly the grade cells its ``breaks`` names;
 - the GPU rule: without CUDA a GPU check raises NeedsGPU, with AUTOGRADER_ALLOW_CPU=1 it prints one
-  loud line and runs its CPU path; ``python -m autograder.gpu_check`` refuses a CPU-only machine;
+  loud line and runs its CPU path; ``python -m autograder.tools.gpu_check`` refuses a CPU-only machine;
 - on a CUDA machine (``@pytest.mark.gpu``) the GPU checks pass on the reference solutions.
 """
 
@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import gpu_check
 from autograder.hidden import HiddenCheckFailed, NeedsGPU
 from autograder.hidden import adagrad as adagrad_checks
 from autograder.hidden import get_batch as get_batch_checks
 from autograder.hidden import mixed_precision as mixed_checks
 from autograder.sandbox.inside import drivers
+from autograder.tools import gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = tuple(dict.fromkeys(check.assignment for check in gpu_check.GPU_CHECKS))  # course.toml's

@@ -19,7 +19,7 @@ import pytest
 from autograder.cli import main
 from autograder.collect import MAX_MEMBER_BYTES, MAX_MEMBERS, collect
 from autograder.errors import CollectError
-from autograder.feedback import feedback
+from autograder.reports.feedback import feedback
 
 SECRET = "the gradebook's secret 8c1f"
 TS = "2026-11-30 10:00:00.000000 UTC"

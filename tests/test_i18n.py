@@ -25,6 +25,7 @@ import nbformat
 import polib
 import pytest
 
+from autograder.course.source import ASSIGNMENTS, EDITION_TAGS, release_path, source_path
 from autograder.i18n import LANGUAGES, LOCALES_DIR
 from autograder.i18n.__main__ import main as i18n_main
 from autograder.i18n.catalogue import catalogue_path, sources, update
@@ -45,7 +46,6 @@ from autograder.i18n.notebook import translate_notebook
 from autograder.i18n.pages import book_files, translated_notebook
 from autograder.i18n.render import UNTRANSLATED_MARK, render
 from autograder.i18n.segment import join, split_myst, split_python, unit_hash
-from autograder.source import ASSIGNMENTS, EDITION_TAGS, release_path, source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -278,7 +278,7 @@ def _course_copy(tmp_path: Path) -> Path:
 def test_leak_check_covers_the_translations(tmp_path):
     """A solution line or the hidden checks' module path in a msgstr is a leak (and the generated
     notebook carrying it fails the file leak check too); the committed catalogues have none."""
-    from autograder.leaks import find_leaks, find_translation_leaks
+    from autograder.authoring.leaks import find_leaks, find_translation_leaks
 
     assert find_translation_leaks(course_root=ROOT) == []
     copy = _course_copy(tmp_path)

@@ -15,10 +15,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder.authoring.release import copy_course, release
+from autograder.authoring.samples import load_catalogue, reference_notebook, student_notebook
 from autograder.cli import main
-from autograder.release import copy_course, release
-from autograder.samples import load_catalogue, reference_notebook, student_notebook
-from autograder.source import ASSIGNMENTS, graded_notebook_name
+from autograder.course.source import ASSIGNMENTS, graded_notebook_name
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -123,7 +123,7 @@ def test_nbgrader_validate_accepts_the_zh_tw_release(assignment, tmp_path):
     import subprocess
     import sys
 
-    from autograder.release import nbgrader_environment
+    from autograder.authoring.release import nbgrader_environment
 
     release = ROOT / "exercises" / assignment / f"{assignment}.zh-TW.ipynb"
     done = reference_notebook(assignment, course_root=ROOT, language=LANGUAGE)

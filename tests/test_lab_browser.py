@@ -37,8 +37,8 @@ from browser import (
     watch,
 )
 
-from autograder import samples
-from autograder.release import release_path
+from autograder.authoring import samples
+from autograder.authoring.release import release_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

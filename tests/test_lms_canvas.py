@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main
-from autograder.course import Course, load_course
+from autograder.course.nbgrader import Course, load_course
 from autograder.errors import CourseError
 from autograder.lms.canvas import EXCUSED, NOT_IN_CANVAS, SET, UNCHANGED, sync
 from autograder.lms.options import CanvasOptions

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from autograder.cli import main
-from autograder.course import load_course
+from autograder.course.nbgrader import load_course
 
 GPU_CELL = "test_total_gpu"
 NOT_RUN = "not run: no GPU"  # autograder.machine_limits.NOT_RUN_REASON, spelled out: what staff read
@@ -89,9 +89,9 @@ def test_the_report_warns_and_leaves_unrun_cells_out_of_the_failures(course, cap
 
 
 def test_misconceptions_compare_only_cells_that_ran(course):
-    from autograder import misconceptions
-    from autograder.misconceptions import Entry, Failure
-    from autograder.report import passed, read_grades
+    from autograder.reports import misconceptions
+    from autograder.reports.misconceptions import Entry, Failure
+    from autograder.reports.report import passed, read_grades
 
     c = load_course(course)
     grades = read_grades(c)
@@ -115,7 +115,7 @@ def test_misconceptions_compare_only_cells_that_ran(course):
 def test_similarity_never_counts_a_machine_failure_as_failing_the_same_way(course):
     # the toy course has no .py exercise source to compare cells against, so this reads the failures
     # similarity ranks pairs by (``shared_failures`` is their intersection)
-    from autograder.similarity import _failures
+    from autograder.reports.similarity import _failures
 
     failures = _failures(load_course(course), "toy")
     assert all(GPU_CELL not in cells for cells in failures.values()), failures

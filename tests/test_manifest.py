@@ -21,8 +21,10 @@ import pytest
 import yaml
 from nbgrader.api import Gradebook
 
-from autograder import gpu_check, i18n, manifest, source
-from autograder.manifest import ManifestError, parse
+from autograder import i18n
+from autograder.course import manifest, source
+from autograder.course.manifest import ManifestError, parse
+from autograder.tools import gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = manifest.load(ROOT)
@@ -144,7 +146,7 @@ def test_new_exercise_releases_grades_and_is_in_the_outline(tmp_path):
     _in_copy(copy, "-m", "autograder.cli", "release", "07_numel")
     assert (copy / "exercises/07_numel/07_numel.ipynb").is_file()
     assert (copy / "exercises/07_numel/07_numel.zh-TW.ipynb").is_file()
-    _in_copy(copy, "-c", "from pathlib import Path; from autograder import samples; "
+    _in_copy(copy, "-c", "from pathlib import Path; from autograder.authoring import samples; "
                          "samples.write_catalogue_submissions('07_numel', course_root=Path('.'))")
     _in_copy(copy, "-m", "autograder.cli", "grade", "07_numel", "--allow-cpu", "--no-progress")
     with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gb:

@@ -21,12 +21,12 @@ import pytest
 from nbclient import NotebookClient
 from nbgrader.api import Gradebook
 
-from autograder import samples
+from autograder.authoring import samples
 from autograder.cli import main
+from autograder.course.source import source_path
 from autograder.hidden import HiddenCheckFailed
 from autograder.i18n import messages
 from autograder.i18n.messages import kernel_hook, templates, translate
-from autograder.source import source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -272,7 +272,7 @@ def test_nbgrader_validate_shows_the_zh_tw_message(tmp_path):
     import subprocess
     import sys
 
-    from autograder.release import nbgrader_environment
+    from autograder.authoring.release import nbgrader_environment
 
     nbformat.write(wrong_notebook(LANGUAGE), tmp_path / f"{ASSIGNMENT}.zh-TW.ipynb")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "validate", f"{ASSIGNMENT}.zh-TW.ipynb"],

@@ -17,9 +17,10 @@ import pytest
 from conftest import ROOT, assignments_with_catalogue
 from misconception_variants import VARIANTS
 
-from autograder import misconceptions, samples
-from autograder.misconception_table import build_table
-from autograder.misconceptions import Failure, nearest, normalise, signature_of, similarity
+from autograder.authoring import samples
+from autograder.reports import misconceptions
+from autograder.reports.misconception_table import build_table
+from autograder.reports.misconceptions import Failure, nearest, normalise, signature_of, similarity
 
 ASSIGNMENTS = assignments_with_catalogue()
 HELD_OUT_SEED = 4444  # not in misconceptions.SEEDS
@@ -113,9 +114,9 @@ END_TO_END = ["eps_inside_sqrt", "state_outside_self_state", "one_lr_for_all_gro
 
 def test_report_writes_misconceptions_csv_for_a_class_it_never_saw(tmp_path):
     """Sandboxed grading (the messages a course really records), then the report."""
+    from autograder.authoring.release import copy_course, release
     from autograder.grading import grade
-    from autograder.release import copy_course, release
-    from autograder.report import report
+    from autograder.reports.report import report
 
     root = copy_course(ROOT, tmp_path / "course", include=[str(samples.CATALOGUE_DIR)])
     release(assignments=["04_adagrad"], course_root=root)

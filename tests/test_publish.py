@@ -39,10 +39,8 @@ from browser import (
 )
 from conftest import ROOT
 
-from autograder.cli import main
-from autograder.errors import PublishError
-from autograder.leaks import course_secrets, find_leaks, is_trivial
-from autograder.publish import (
+from autograder.authoring.leaks import course_secrets, find_leaks, is_trivial
+from autograder.authoring.publish import (
     BUILD_COMMAND,
     MARKER,
     STUDENT_PACKAGES,
@@ -50,7 +48,9 @@ from autograder.publish import (
     git_remote_urls,
     publish,
 )
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
+from autograder.cli import main
+from autograder.errors import PublishError
 
 COURSE_CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 STUDENT_URL = COURSE_CONFIG["repository"]["url"].rstrip("/")
@@ -146,7 +146,7 @@ def test_published_config_names_only_the_student_repository(edition):
     config = yaml.safe_load((edition / "_config.yml").read_text(encoding="utf-8"))
     assert config["repository"] == COURSE_CONFIG["repository"]
     assert config["launch_buttons"] == COURSE_CONFIG["launch_buttons"]
-    from autograder import manifest
+    from autograder.course import manifest
 
     expected = json.loads(json.dumps(COURSE_CONFIG["sphinx"]))  # the course's, and the editions of
     expected["config"]["language_switch"] = manifest.language_switch(manifest.course())  # course.toml

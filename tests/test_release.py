@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder.release import (
+from autograder.authoring.release import (
     NBGRADER_KEYS,
     ReleaseError,
     available_assignments,
@@ -91,7 +91,7 @@ def test_source_errors_name_the_file_and_cell(tmp_path):
 
 
 def test_unknown_assignment_is_refused():
-    from autograder.release import release
+    from autograder.authoring.release import release
 
     with pytest.raises(ReleaseError, match="unknown assignment"):
         release(assignments=["07_nonexistent"], course_root=ROOT)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from autograder import forbidden, samples
-from autograder.source import SourceError
+from autograder import forbidden
+from autograder.authoring import samples
+from autograder.course.source import SourceError
 
 ADAGRAD = forbidden.rules("04_adagrad", course_root=ROOT)
 INSIDE = ROOT / "autograder" / "sandbox" / "inside"

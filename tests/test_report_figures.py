@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import figures
+from autograder.reports import figures
 
 
 @pytest.mark.parametrize("scores", [[3.0, 7.0], [10.0], [0.0, 4.0, 4.0, 9.0, 10.0]])

@@ -5,7 +5,7 @@ and ``.html`` from ``autograder similarity`` (one student pasted the instructor'
 HTML shows solution lines) and ``reports/misconceptions.csv`` as ``autograder report`` writes it.
 Then ``autograder publish`` must ship none of them (no path, no content), the leak check must flag
 each one where it lies and, copied out of ``reports/`` under another name, by its mark
-(``autograder.staff_only``); the similarity HTML copied into an edition is also found by its
+(``autograder.authoring.staff_only``); the similarity HTML copied into an edition is also found by its
 solution lines.
 """
 
@@ -19,15 +19,15 @@ import pytest
 from conftest import ROOT
 from similarity_variants import HONEST
 
-from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks
-from autograder.misconceptions import Named
-from autograder.publish import publish
-from autograder.release import copy_course
-from autograder.report import write_misconceptions_csv
-from autograder.samples import write_submission
-from autograder.similarity import SOLUTION, similarity
-from autograder.source import read_source_cells, release_path, source_path
-from autograder.staff_only import MARKS
+from autograder.authoring.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks
+from autograder.authoring.publish import publish
+from autograder.authoring.release import copy_course
+from autograder.authoring.samples import write_submission
+from autograder.authoring.staff_only import MARKS
+from autograder.course.source import read_source_cells, release_path, source_path
+from autograder.reports.misconceptions import Named
+from autograder.reports.report import write_misconceptions_csv
+from autograder.reports.similarity import SOLUTION, similarity
 
 # what publish and the leak check read from a course root
 PUBLISH_INPUTS = ("intro.md", "_toc.yml", "chapters", "_config.yml", "_ext", "data", "references.md",

@@ -19,10 +19,10 @@ import psutil
 import pytest
 from service_course import Service, client, make_course, right_notebook, wait_graded, wrong_notebook
 
-from autograder.course import load_course
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
+from autograder.course.nbgrader import load_course
+from autograder.course.source import hidden_lines, read_source_cells, source_path
 from autograder.service.store import Store, default_url
-from autograder.source import hidden_lines, read_source_cells, source_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULT_STUDENTS = tuple(f"s{i:02d}" for i in range(8))
@@ -34,7 +34,7 @@ def hidden_text(assignment: str) -> set[str]:
 
 
 def assert_no_hidden_source(text: str, assignment: str = "01_strides") -> None:
-    from autograder.source import shows_hidden_source
+    from autograder.course.source import shows_hidden_source
 
     assert shows_hidden_source(text, hidden_text(assignment)) is None
 

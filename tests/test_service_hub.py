@@ -24,7 +24,7 @@ from browser import launch_chromium, require_chromium, screenshot
 from service_course import free_port, make_course, right_notebook, wrong_notebook
 from test_service import assert_no_hidden_source
 
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 CHP = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "configurable-http-proxy"

@@ -13,7 +13,7 @@ import pytest
 from nbgrader.utils import parse_utc
 from service_course import make_course, right_notebook, wrong_notebook
 
-from autograder.course import load_course
+from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
 from autograder.service.intake import Refused, accept
 from autograder.service.settings import ServiceSettings
@@ -64,7 +64,7 @@ def test_a_right_notebook_is_queued_and_lands_in_submitted_with_nbgrader_timesta
 
 
 def test_a_zh_tw_edition_lands_as_the_notebook_it_is_graded_as(course, store, notebooks):
-    """01_strides.zh-TW.ipynb is notebook 01_strides (autograder.source.graded_notebook_name)."""
+    """01_strides.zh-TW.ipynb is notebook 01_strides (autograder.course.source.graded_notebook_name)."""
     accepted = accept(settings_with(course), store, student="bob", filename="01_strides.zh-TW.ipynb",
                       content=notebooks["right"], now=T0)
     assert store.get(accepted.id).notebook == "01_strides.ipynb"

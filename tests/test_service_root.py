@@ -22,7 +22,7 @@ import httpx
 import pytest
 from service_course import Service, client, make_course, right_notebook
 
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
 from autograder.service.store import Store, default_url, utcnow
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ import pytest
 from postgres_cluster import postgres_cluster
 from service_course import Service, WorkerProcess, make_course, right_notebook, wait_graded
 
-from autograder.release import nbgrader_environment
+from autograder.authoring.release import nbgrader_environment
 from autograder.service.store import Store
 
 STUDENTS = tuple(f"w{i:02d}" for i in range(10))

@@ -15,10 +15,10 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from autograder import samples
-from autograder.release import copy_course
-from autograder.similarity import DEFAULT_THRESHOLD, LIBRARY, similarity
-from autograder.source import release_path
+from autograder.authoring import samples
+from autograder.authoring.release import copy_course
+from autograder.course.source import release_path
+from autograder.reports.similarity import DEFAULT_THRESHOLD, LIBRARY, similarity
 
 LOOP = '''
 class AdaGrad(torch.optim.Optimizer):

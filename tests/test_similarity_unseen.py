@@ -15,10 +15,10 @@ import pytest
 from conftest import ROOT
 from similarity_variants import COPIES, HONEST, library_paste
 
-from autograder import samples
-from autograder.release import copy_course
-from autograder.similarity import DEFAULT_THRESHOLD, LIBRARY, SOLUTION, Result, similarity
-from autograder.source import release_path
+from autograder.authoring import samples
+from autograder.authoring.release import copy_course
+from autograder.course.source import release_path
+from autograder.reports.similarity import DEFAULT_THRESHOLD, LIBRARY, SOLUTION, Result, similarity
 
 BLANK = ("blank_a", "blank_b")
 TOUCHED = "blank_touched"  # the release with a comment of the student's own, nothing else

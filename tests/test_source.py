@@ -1,4 +1,4 @@
-"""The exercise source format lives in one module (autograder.source): its reader reads every source as
+"""The exercise source format lives in one module (autograder.course.source): its reader reads every source as
 jupytext does, its region rules are the ones nbgrader applies, and no other module keeps a copy."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from autograder import source
+from autograder.course import source
 from autograder.errors import AutograderError, ReleaseError, SampleError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,17 +44,17 @@ def test_errors_share_one_hierarchy_and_keep_their_old_bases():
     assert issubclass(ReleaseError, AutograderError) and issubclass(ReleaseError, RuntimeError)
     assert issubclass(SampleError, AutograderError) and issubclass(SampleError, ValueError)
     assert issubclass(source.SourceError, ReleaseError) and issubclass(source.SourceError, ValueError)
-    from autograder.release import ReleaseError as from_release
-    from autograder.samples import SampleError as from_samples
+    from autograder.authoring.release import ReleaseError as from_release
+    from autograder.authoring.samples import SampleError as from_samples
 
     assert from_release is ReleaseError and from_samples is SampleError
 
 
 def test_the_format_is_defined_once():
-    """No module but autograder/source.py spells a region marker or the sources' folder layout."""
+    """No module but autograder/course/source.py spells a region marker or the sources' folder layout."""
     spelled = []
     for path in sorted((ROOT / "autograder").rglob("*.py")):
-        if path.name == "source.py" and path.parent.name == "autograder":
+        if path.relative_to(ROOT).as_posix() == "autograder/course/source.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
@@ -67,14 +67,15 @@ def test_the_format_is_defined_once():
 
 
 def test_the_source_module_is_a_bottom_layer():
-    tree = ast.parse((ROOT / "autograder" / "source.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "autograder" / "course" / "source.py").read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    packages = {"autograder", "autograder.course"}  # ``from autograder.course import manifest``: a module
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
-                 and node.module != "autograder"}
-    imported |= {f"autograder.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                 and node.module == "autograder" for alias in node.names}
+                 and node.module not in packages}
+    imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.module in packages for alias in node.names}
     assert {name for name in imported if name.startswith("autograder")} == {"autograder.errors",
-                                                                           "autograder.manifest"}
+                                                                           "autograder.course.manifest"}
     import sys
 
     assert all(name in sys.stdlib_module_names or name.startswith("autograder") or name == "__future__"

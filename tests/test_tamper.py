@@ -24,8 +24,8 @@ import pytest
 import tamper_catalogue as catalogue
 from nbgrader.api import Gradebook
 
+from autograder.authoring.release import copy_course, nbgrader_environment, release
 from autograder.grading import grade
-from autograder.release import copy_course, nbgrader_environment, release
 
 ROOT = Path(__file__).resolve().parents[1]
 DAEMON_WAIT_S = 7.0  # the daemon attack sleeps 4 s before it strikes

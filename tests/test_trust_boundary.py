@@ -115,10 +115,10 @@ def test_every_shared_module_exists_and_the_template_is_not_shared():
 
 
 PLANTS = {
-    "plain import": "import autograder.figures\n",
+    "plain import": "import autograder.reports.figures\n",
     "from import": "from autograder import figures\n",
     "relative climb": "from ... import figures\n",
-    "dynamic": "import importlib\nimportlib.import_module('autograder.figures')\n",
+    "dynamic": "import importlib\nimportlib.import_module('autograder.reports.figures')\n",
     "dunder": "__import__('autograder.grading')\n",
 }
 
@@ -130,7 +130,7 @@ def _copy_package(tmp_path: Path) -> Path:
 
 
 def test_a_planted_import_inside_is_found(tmp_path):
-    """The rule can fail: each way of planting ``autograder.figures`` into isolation.py is reported."""
+    """The rule can fail: each way of planting ``autograder.reports.figures`` into isolation.py is reported."""
     copy = _copy_package(tmp_path)
     isolation = copy / "sandbox" / "inside" / "isolation.py"
     original = isolation.read_text(encoding="utf-8")
@@ -142,8 +142,8 @@ def test_a_planted_import_inside_is_found(tmp_path):
 
 def test_a_trusted_import_of_the_sandbox_template_is_found(tmp_path):
     copy = _copy_package(tmp_path)
-    report = copy / "report.py"
+    report = copy / "reports" / "report.py"
     report.write_text(report.read_text(encoding="utf-8")
                       + "\nfrom autograder.sandbox.inside import template\n", encoding="utf-8")
     found = trusted_violations(copy, SHARED)
-    assert len(found) == 1 and "autograder.report" in found[0] and "template" in found[0], found
+    assert len(found) == 1 and "autograder.reports.report" in found[0] and "template" in found[0], found

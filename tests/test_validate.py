@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import samples
-from autograder.release import ASSIGNMENTS, nbgrader_environment, release_path
+from autograder.authoring import samples
+from autograder.authoring.release import ASSIGNMENTS, nbgrader_environment, release_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILED_HEADER = re.compile(r"^VALIDATION FAILED ON (\d+) CELL\(S\)!", re.MULTILINE)

@@ -52,7 +52,7 @@ def test_both_templates_warm_up():
 
 def test_reading_the_course_config_imports_no_torch(tmp_path):
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-              "from autograder.course import load_course\n"
+              "from autograder.course.nbgrader import load_course\n"
               f"load_course({str(ROOT)!r})\n"
               "import autograder.grading.local, autograder.grading.pipeline\n"
               "print('torch' in sys.modules)")

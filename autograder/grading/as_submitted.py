@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import GradingError
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookOutcome, Submission

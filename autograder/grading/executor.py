@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from autograder.grading.registry import EXECUTORS
 
 if TYPE_CHECKING:
-    from autograder.course import Course
+    from autograder.course.nbgrader import Course
     from autograder.grading.model import NotebookOutcome, Submission
     from autograder.grading.options import GradeOptions
     from autograder.grading.prepare import DeviceProbe

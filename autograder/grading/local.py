@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Final
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.grading.execute import forkserver
 from autograder.grading.execute.limits import (
     ForkserverProbe,

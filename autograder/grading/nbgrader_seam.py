@@ -42,7 +42,7 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ notebook, and the sandbox's limits are derived from it there (``execute/limits.p
 are derived in ``sandbox/deadlines.py``.
 
 The settings a command line sets (``GRADING_SETTINGS``: the fields declared with ``setting``, see
-``autograder/settings_model.py``) carry their flag and help here: ``add_grading_arguments`` generates
+``autograder/course/settings.py``) carry their flag and help here: ``add_grading_arguments`` generates
 the flags of ``autograder grade`` and ``autograder serve`` from them, ``given_grading`` reads back what
 was given, ``settings_json`` / ``from_settings_json`` carry them to the service's worker unchanged (no
 process re-defaults them), and the README's tables of them and of ``SlurmOptions`` are generated
-(``python -m autograder.tables``).
+(``python -m autograder.tools.tables``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder import ALLOW_CPU_ENV
-from autograder.errors import GradingError
-from autograder.grading.registry import EXECUTORS
-from autograder.settings_model import (
+from autograder.course.settings import (
     add_setting_arguments,
     course_settings,
     given_settings,
@@ -35,6 +33,8 @@ from autograder.settings_model import (
     setting_field,
     settings_of,
 )
+from autograder.errors import GradingError
+from autograder.grading.registry import EXECUTORS
 
 CONFIG_SECTION, CONFIG_KEY = "Autograder", "slurm"  # c.Autograder.slurm in nbgrader_config.py
 DEVICES = ("auto", "cpu", "cuda")
@@ -229,6 +229,6 @@ class SlurmOptions:
 def load_slurm_options(course_root: Path | str = ".", **overrides: Any) -> SlurmOptions:
     """``SlurmOptions`` from ``<course_root>/nbgrader_config.py`` (``c.Autograder.slurm``), then
     ``overrides`` (for example the command line's)."""
-    from autograder.course import load_course
+    from autograder.course.nbgrader import load_course
 
     return SlurmOptions.from_config(load_course(course_root).config, **overrides)

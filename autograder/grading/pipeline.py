@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograder.course import Course, load_course
+from autograder.course.nbgrader import Course, load_course
 from autograder.errors import GradingError
 from autograder.grading import late, prepare, record
 from autograder.grading.executor import Executor, open_executor

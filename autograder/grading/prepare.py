@@ -27,7 +27,7 @@ from nbgrader import utils as nbgrader_utils
 from nbgrader.api import Gradebook, MissingEntry
 
 from autograder import forbidden
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading.model import (
     GRADE,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.course import Course, load_course
+from autograder.course.nbgrader import Course, load_course
 from autograder.errors import GradingError
 from autograder.grading.model import GradeSummary
 from autograder.grading.options import GradeOptions

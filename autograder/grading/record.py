@@ -33,7 +33,7 @@ from sqlalchemy.exc import SAWarning
 
 import autograder
 from autograder import forbidden
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import GraderFault, GradingError
 from autograder.grading.model import (
     GRADE,

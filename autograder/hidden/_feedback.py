@@ -3,7 +3,7 @@
 IPython prints a few lines of context around the failing line of a cell, so a failed *visible* test
 in a grade cell would show the lines of the hidden-test region below it, and a failed hidden check
 names its module. ``ClearHiddenTestTracebacks`` is the one preprocessor for this (one parser:
-``autograder.source.hidden_lines``). For every error output of a code cell it
+``autograder.course.source.hidden_lines``). For every error output of a code cell it
 
 1. drops each traceback line that quotes a line of the cell's hidden-test region, then
 2. collapses to its last line (``ename: evalue``) a traceback that still shows hidden-check source
@@ -13,12 +13,12 @@ names its module. ``ClearHiddenTestTracebacks`` is the one preprocessor for this
    ``autograder.machine_limits``) shows its sentence alone; a ``NotImplementedError`` without a
    message (a function still as released) says which function is not implemented yet.
 
-The feedback pages (``autograder.feedback``) and the service's results (``autograder.service.results``)
+The feedback pages (``autograder.reports.feedback``) and the service's results (``autograder.service.results``)
 both call ``hide_hidden_source``, so both show the same words, translated afterwards
 (``autograder.i18n.messages``: the messages below are templates of ``messages.po``).
 
 It must run before nbgrader's ``ClearHiddenTests`` (which removes the region from the cell source).
-See nbgrader_config.py and autograder.feedback.
+See nbgrader_config.py and autograder.reports.feedback.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
+from autograder.course.source import hidden_lines, shows_hidden_source
 from autograder.machine_limits import is_not_run_output
-from autograder.source import hidden_lines, shows_hidden_source
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # IPython context line: optional arrow, the line number, then the code as written in the cell

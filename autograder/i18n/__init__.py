@@ -9,7 +9,7 @@
 Standard library, ``polib`` and ``opencc`` only (``check`` runs without torch or nbgrader).
 """
 
-from autograder import manifest
+from autograder.course import manifest
 
 # course.toml's editions, by gettext code; the first is the default of ``python -m autograder.i18n``
 LANGUAGES = {language.gettext: {"tag": language.tag, "sphinx": language.gettext,

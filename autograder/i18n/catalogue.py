@@ -20,9 +20,9 @@ from pathlib import Path
 
 import polib
 
+from autograder.course.source import SOURCE_DIR, SOURCES_GLOB, read_source_cells, regions
 from autograder.i18n import LOCALES_DIR
 from autograder.i18n.segment import Piece, Unit, is_student_cell, split_myst, split_python, units
-from autograder.source import SOURCE_DIR, SOURCES_GLOB, read_source_cells, regions
 
 PAGES = ("intro.md", "chapters/[0-9]*.md", "references.md")
 BOOK_FILES = {"_config.yml": ("title:", "author:"), "_toc.yml": ("- caption:",)}  # file -> the keys of its

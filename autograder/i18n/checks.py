@@ -198,7 +198,14 @@ def prose(text: str, *, keep_math: bool = False) -> str:
 def numbers(text: str) -> set[str]:
     """The numbers of the prose of ``text`` (NFKC-normalized, thousands separators dropped)."""
     plain = unicodedata.normalize("NFKC", prose(text))
-    return {m.group(0).replace(",", "") for m in _NUMBER.finditer(plain)}
+    return {_number(m.group(0)) for m in _NUMBER.finditer(plain)}
+
+
+def _number(text: str) -> str:
+    """One number as the checks compare it: no thousands separators, no leading zero (第 08 章 is
+    chapter 8: a Chinese reader writes 第 8 章)."""
+    whole, dot, fraction = text.replace(",", "").partition(".")
+    return (whole.lstrip("0") or "0") + dot + fraction
 
 
 @cache
@@ -360,6 +367,7 @@ def check_catalogues(paths: Iterable[Path], terms: list[Term], *, usage: Iterabl
     report = Report()
     usage = list(usage)
     live: dict[str, list[polib.POEntry]] = {}
+    messages_prose: list[polib.POEntry] = []  # messages.po's prose: in the renderings and unused terms
     for path in paths:
         key = str(path)
         if Path(path).name == messages.CATALOGUE:  # checked against the code it comes from
@@ -368,6 +376,8 @@ def check_catalogues(paths: Iterable[Path], terms: list[Term], *, usage: Iterabl
                                     messages.check(
                                         language, root,
                                         prose_check=lambda e: check_entry(e, terms, usage))]
+            messages_prose = [polib.POEntry(msgid=messages.masked(e.msgid), msgstr=messages.masked(e.msgstr))
+                              for e in polib.pofile(str(path)) if not e.obsolete and e.msgstr.strip()]
             continue
         live[key] = [e for e in polib.pofile(str(path)) if not e.obsolete]
         report.problems[key] = [Problem(key, _where(e), kind, message) for e in live[key]
@@ -389,19 +399,20 @@ def check_catalogues(paths: Iterable[Path], terms: list[Term], *, usage: Iterabl
                 report.problems[key].append(Problem(
                     key, _where(e), "inconsistent",
                     f"the same English is {others[0]!r} elsewhere ({', '.join(sorted(set(versions[others[0]])))})"))
+    counted = {**live, **({messages.CATALOGUE: messages_prose} if messages_prose else {})}
     for term in (t for t in terms if t.retired):
         seen: Counter[str] = Counter()
-        for key, entries in live.items():
+        for key, entries in counted.items():
             for e in entries:
                 if not english_has(term, e.msgid, terms):
                     continue
                 for rendering in (term.target, *term.retired):
-                    if rendering in e.msgstr:
+                    if rendering in prose(e.msgstr):  # not an identifier in code
                         seen[rendering] += 1
                         report.where.setdefault((term.english, rendering), set()).add(key)
         report.renderings[term.english] = seen
     if every:
-        english = [e.msgid for entries in live.values() for e in entries]
+        english = [e.msgid for entries in counted.values() for e in entries]
         for term in terms:
             if not any(english_has(term, text, terms) for text in english):
                 report.problems.setdefault("glossary.tsv", []).append(Problem(

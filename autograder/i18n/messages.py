@@ -6,7 +6,7 @@ The English is never typed twice: the templates are read with ``ast`` from where
                                ``HiddenCheckFailed(msg)`` and the ``what`` of ``expect_equal`` (and
                                what is assigned to a name ``message``/``what``), f-strings included
     solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells
-    autograder/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
+    autograder/reports/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
     tests/catalogue/misconceptions.json    the misconception names it shows (the signature table's)
 
 each f-string field becoming a ``{expr}`` placeholder (``{shape}``, ``{got!r}``, ``{type(error).__name__}``).
@@ -17,7 +17,7 @@ left out. One entry per template; its ``msgctxt`` is ``test message <sha256[:12]
 literal text first); placeholders keep what they held, each translated in turn (a hint inside a
 message: ``{what}: {message} [seed {used_seed}]``). A message no template matches comes back as it
 is, never mangled. Grades never depend on it: it only changes what a message *shows*
-(``autograder.feedback``'s ``TranslateTestMessages``; ``kernel_hook`` in the zh-TW notebooks).
+(``autograder.reports.feedback``'s ``TranslateTestMessages``; ``kernel_hook`` in the zh-TW notebooks).
 
 ``check(language)`` reports entries missing, stale (their template is gone), untranslated, fuzzy, or
 whose translation lacks or adds a placeholder. Standard library and ``polib`` only.
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import polib
 
+from autograder.course.source import SOURCES_GLOB, read_source_cells, regions
 from autograder.i18n import LANGUAGES, LOCALES_DIR
-from autograder.source import SOURCES_GLOB, read_source_cells, regions
 
 HIDDEN_GLOB = "autograder/hidden/*.py"
 CATALOGUE = "messages.po"
@@ -48,8 +48,8 @@ MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expe
 MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
 MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
-FEEDBACK_SOURCE = "autograder/feedback_misconception.py"
-MISCONCEPTION_TABLE = "tests/catalogue/misconceptions.json"  # autograder.misconceptions.TABLE
+FEEDBACK_SOURCE = "autograder/reports/feedback_misconception.py"
+MISCONCEPTION_TABLE = "tests/catalogue/misconceptions.json"  # autograder.reports.misconceptions.TABLE
 # the feedback service's student pages: every ``_("...")`` (one whole sentence, ``{field}``
 # placeholders filled in after translation: autograder.service.language)
 SERVICE_PAGES = ("autograder/service/web.py", "autograder/service/templates/*.html")
@@ -403,7 +403,7 @@ def translate(message: str, language: str | None, root: Path | None = None, *, _
     return message
 
 
-NOTEBOOK_KEY = "course"  # a translated release's ``metadata.course.language`` (autograder.release)
+NOTEBOOK_KEY = "course"  # a translated release's ``metadata.course.language`` (autograder.authoring.release)
 
 
 def notebook_language(nb: dict) -> str | None:

@@ -28,11 +28,11 @@ from pathlib import Path
 import polib
 import yaml
 
+from autograder.course.source import ASSIGNMENTS
 from autograder.i18n import LANGUAGES, figures
 from autograder.i18n.catalogue import catalogue_path, sources, translations
 from autograder.i18n.render import render
 from autograder.i18n.segment import split_myst
-from autograder.source import ASSIGNMENTS
 
 BUILD_DIR = Path("_build") / "i18n"
 COPIED = ("_ext", "references.bib", "data")

@@ -18,7 +18,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from autograder.source import marker
+from autograder.course.source import marker
 
 # Directives whose body is prose (translated); any other fenced block is kept verbatim.
 PROSE_DIRECTIVES = frozenset({

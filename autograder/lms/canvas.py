@@ -32,7 +32,7 @@ from canvasapi.exceptions import (
     Unauthorized,
 )
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import CourseError
 from autograder.lms.canvas_http import PatientAdapter, make_patient, unreachable
 from autograder.lms.gradebook_scores import GradebookScores, GradebookStudent, read_scores

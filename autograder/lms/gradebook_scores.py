@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from nbgrader.api import MissingEntry
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import CourseError
 from autograder.machine_limits import not_run_in_notebooks
 

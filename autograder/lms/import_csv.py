@@ -17,7 +17,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import CourseError
 from autograder.lms.gradebook_scores import read_scores
 from autograder.lms.options import CanvasOptions

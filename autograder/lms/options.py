@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autograder.course.settings import course_settings, setting
 from autograder.errors import CourseError
-from autograder.settings_model import course_settings, setting
 
 CONFIG_SECTION, CONFIG_KEY = "Autograder", "canvas"  # c.Autograder.canvas in nbgrader_config.py
 TOKEN_VARIABLE = "CANVAS_API_TOKEN"

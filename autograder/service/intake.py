@@ -16,10 +16,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from autograder.collect import STUDENT_ID, notebook_problem
+from autograder.course.source import graded_notebook_name
 from autograder.service.landing import land
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import PROBE_OK, Store
-from autograder.source import graded_notebook_name
 
 
 class Refused(Exception):

@@ -12,7 +12,7 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 
 
 def nbgrader_timestamp(when: datetime) -> str:

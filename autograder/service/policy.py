@@ -22,8 +22,8 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from autograder.course.settings import setting
 from autograder.errors import CourseError
-from autograder.settings_model import setting
 
 FEEDBACK_LEVELS = ("tests", "score", "none")
 COUNTS = ("latest", "best")

@@ -4,7 +4,7 @@ Read from the worker's workspace after ``autograder grade`` recorded it: points 
 messages from the autograded notebook's error outputs, scrubbed by the same rule as nbgrader feedback
 (``autograder.hidden._feedback.hide_hidden_source``) and shown in the notebook's language (a zh-TW
 release's messages in zh-TW: ``autograder.i18n.messages``), then checked once more as a whole: nothing that
-``autograder.source.shows_hidden_source`` recognizes may be stored. A test is "hidden" when its grade
+``autograder.course.source.shows_hidden_source`` recognizes may be stored. A test is "hidden" when its grade
 cell has a hidden-test region; its code is never part of the result, only its name and message.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
+from autograder.course.source import hidden_lines, hidden_region, shows_hidden_source
 from autograder.hidden._feedback import hide_hidden_source
 from autograder.i18n.messages import notebook_language, translate_output
-from autograder.source import hidden_lines, hidden_region, shows_hidden_source
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MESSAGE_CHARS = 4000  # of one test's message

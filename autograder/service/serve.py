@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlparse
 
-from autograder.course import load_course
+from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
 from autograder.grading.options import settings_json
 from autograder.service.settings import WORKER_NICE, ServiceSettings

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from autograder.course import CONFIG_FILE, Course, load_course
+from autograder.course.nbgrader import CONFIG_FILE, Course, load_course
 from autograder.errors import CourseError
 from autograder.service.policy import Policy, parse_time, policy_for
 

@@ -44,7 +44,7 @@ from tornado import httputil, web
 from tornado.http1connection import HTTP1Connection
 from tornado.log import access_log
 
-from autograder.figures import score_distribution
+from autograder.reports.figures import score_distribution
 from autograder.service import language
 from autograder.service.intake import (
     Accepted,

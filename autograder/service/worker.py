@@ -36,8 +36,8 @@ from typing import Any
 import nbformat
 from nbgrader.api import Gradebook
 
-from autograder import samples
-from autograder.course import load_course
+from autograder.authoring import samples
+from autograder.course.nbgrader import load_course
 from autograder.errors import DeviceError
 from autograder.grading import (
     GradeOptions,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from autograder.course import Course, load_course
-from autograder.source import SOURCES_GLOB
+from autograder.course.nbgrader import Course, load_course
+from autograder.course.source import SOURCES_GLOB
 
 CONFIG = '''\
 """Written by `autograder serve` (never edit): the course's settings, this workspace's folders."""

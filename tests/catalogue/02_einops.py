@@ -1,6 +1,6 @@
 """Catalogue for 02_einops: realistic wrong implementations (each one mistake) and correct variants.
 
-Loaded by file path (autograder.samples.load_catalogue). ``replace`` code is appended to the solution
+Loaded by file path (autograder.authoring.samples.load_catalogue). ``replace`` code is appended to the solution
 cell that defines the name, after the notebook's imports cell (math, torch, beartype, einsum, rearrange,
 Float, TypeCheckError, jaxtyped, Tensor); ``breaks`` lists the grade cells that must lose points.
 """

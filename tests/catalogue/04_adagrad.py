@@ -1,6 +1,6 @@
 """Catalogue for 04_adagrad: realistic wrong implementations (each one mistake) and correct variants.
 
-Loaded by file path (autograder.samples.load_catalogue). ``replace`` code is appended to the solution
+Loaded by file path (autograder.authoring.samples.load_catalogue). ``replace`` code is appended to the solution
 cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those).
 Graded with AUTOGRADER_ALLOW_CPU=1, so ``test_AdaGrad_gpu`` runs its CPU path and breaks with the
 trajectory.

@@ -1,6 +1,6 @@
 """Catalogue for 06_mixed_precision: realistic wrong implementations (each one mistake) and correct variants.
 
-Loaded by file path (autograder.samples.load_catalogue). ``replace`` code is appended to the solution
+Loaded by file path (autograder.authoring.samples.load_catalogue). ``replace`` code is appended to the solution
 cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those).
 Graded with AUTOGRADER_ALLOW_CPU=1, so ``test_train_step_mixed_gpu`` runs its CPU path.
 """

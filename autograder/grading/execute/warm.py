@@ -29,7 +29,7 @@ assert not torch.cuda.is_initialized(), "the warm template must not initialise C
 
 # the checker runs the hidden checks: import them here too, once (each exercise's, from course.toml)
 import autograder.sandbox.channel  # noqa: E402,F401
-from autograder import manifest  # noqa: E402
+from autograder.course import manifest  # noqa: E402
 from autograder.sandbox.inside import shell  # noqa: E402
 
 for _exercise in manifest.course().exercises:

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import autograder
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import GradingError
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import NotebookOutcome, Submission

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import Submission

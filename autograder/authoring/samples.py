@@ -8,7 +8,7 @@
 - ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path);
   each wrong entry names its ``misconception`` (what ``autograder report`` calls it).
 - ``grade_in_process(a, replace, seed=...)``: the whole source run as a kernel would, without nbgrader:
-  each grade cell's error or None (the signature table of ``autograder.misconceptions``).
+  each grade cell's error or None (the signature table of ``autograder.reports.misconceptions``).
 - ``write_submission`` / ``write_catalogue_submissions``: put notebooks into nbgrader's
   ``submitted/<student>/<assignment>/<assignment>.ipynb`` layout.
 
@@ -25,19 +25,19 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.errors import SampleError
-from autograder.i18n.catalogue import catalogue_path, translations
-from autograder.i18n.pages import translated_notebook
-from autograder.i18n.render import render
-from autograder.i18n.segment import split_python
-from autograder.release import source_notebook
-from autograder.source import (
+from autograder.authoring.release import source_notebook
+from autograder.course.source import (
     ASSIGNMENTS,
     hidden_region,
     release_path,
     source_path,
     strip_solution_markers,
 )
+from autograder.errors import SampleError
+from autograder.i18n.catalogue import catalogue_path, translations
+from autograder.i18n.pages import translated_notebook
+from autograder.i18n.render import render
+from autograder.i18n.segment import split_python
 
 CATALOGUE_DIR = Path("tests") / "catalogue"
 REFERENCE_STUDENT = "reference"
@@ -241,7 +241,7 @@ def grade_in_process(assignment: str, replace: dict[str, str] | None = None, *, 
     import io
     import os
 
-    from autograder.source import marker
+    from autograder.course.source import marker
 
     _check_assignment(assignment)
     nb = source_notebook(assignment, course_root=course_root)

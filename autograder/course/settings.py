@@ -3,7 +3,7 @@
 
 Used by the grading settings (``GradeOptions``) and the Slurm array's (``SlurmOptions``) in
 ``grading/options.py``, and by the service's per-assignment policy (``service/policy.py``); the
-README's tables are written by ``python -m autograder.tables`` (a test keeps them equal).
+README's tables are written by ``python -m autograder.tools.tables`` (a test keeps them equal).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run every GPU check of the reference solutions on a CUDA machine and print a table.
 
-    python -m autograder.gpu_check              # needs CUDA; exits 2 with a clear message without it
-    python -m autograder.gpu_check --allow-cpu  # runs the CPU path of the same checks, and says so
-    python -m autograder.gpu_check --all        # also every other hidden check of all six references
+    python -m autograder.tools.gpu_check              # needs CUDA; exits 2 with a clear message without it
+    python -m autograder.tools.gpu_check --allow-cpu  # runs the CPU path of the same checks, and says so
+    python -m autograder.tools.gpu_check --all        # also every other hidden check of all six references
 
 The reference solutions are read straight from ``solutions/NN_name/NN_name.py`` (py:percent text, no
 jupytext or nbgrader needed, so this runs on a bare GPU box with torch, numpy, einops and jaxtyping):
@@ -25,24 +25,25 @@ from typing import Any
 
 import torch
 
-from autograder import ALLOW_CPU_ENV, manifest
-from autograder.grading.options import add_grading_arguments
-from autograder.source import (
+from autograder import ALLOW_CPU_ENV
+from autograder.course import manifest
+from autograder.course.source import (
     ASSIGNMENTS,
     HIDDEN_CHECKS_PACKAGE,
     SourceCell,
     read_source_cells,
     source_path,
 )
+from autograder.grading.options import add_grading_arguments
 
-# SourceCell and read_source_cells are autograder.source's (the one py:percent reader), named here too.
+# SourceCell and read_source_cells are autograder.course.source's (the one py:percent reader), named here too.
 __all__ = ["GPU_CHECKS", "Check", "SourceCell", "hidden_calls", "main", "read_source_cells",
            "reference_namespace", "run_check", "source_file"]
 
 
 
 def source_file(assignment: str, course_root: Path) -> Path:
-    """The exercise source of ``assignment`` (``autograder.source.source_path``)."""
+    """The exercise source of ``assignment`` (``autograder.course.source.source_path``)."""
     return source_path(assignment, course_root=course_root)
 
 
@@ -51,7 +52,7 @@ def reference_namespace(assignment: str, *, course_root: Path = Path("."),
     """Execute the non-grade code cells (imports, reference solutions) of ``assignment``.
 
     ``replace`` maps a function/class name to code run right after the cell that defines it, as a
-    catalogue entry does (autograder.samples.student_notebook appends it to that cell)."""
+    catalogue entry does (autograder.authoring.samples.student_notebook appends it to that cell)."""
     path = source_file(assignment, course_root)
     namespace: dict[str, Any] = {"__name__": f"reference_{assignment}"}
     pending = dict(replace or {})
@@ -148,7 +149,7 @@ def format_table(rows: Sequence[Row]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.gpu_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder.tools.gpu_check", description=__doc__.split("\n")[0])
     add_grading_arguments(parser, ("allow_cpu",))  # without CUDA: the CPU path, reported as such
     parser.add_argument("--all", action="store_true",
                         help="also run every non-GPU hidden check of the six reference solutions")

@@ -5,7 +5,7 @@ the warm template's imports, ``i18n.LANGUAGES``, the Makefile's editions, the si
 or generated from it (``_toc.yml``: ``outline_yaml``). Standard library only: it is the bottom layer,
 read on a bare GPU box too.
 
-    python -m autograder.manifest assignments|languages|hidden-modules|fonts   one per line (Makefile)
+    python -m autograder.course.manifest assignments|languages|hidden-modules|fonts   one per line (Makefile)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from autograder.errors import AutograderError
 
 MANIFEST_FILE = "course.toml"
 OUTLINE_FILE = "_toc.yml"
-COURSE_ROOT = Path(__file__).resolve().parents[1]  # the course's checkout, where the package lives
+COURSE_ROOT = Path(__file__).resolve().parents[2]  # the course's checkout, where the package lives
 EXERCISE_NAME = re.compile(r"^\d\d_[a-z][a-z0-9_]*$")
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")  # a module name
 PYTHON_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
              "fonts": lambda m: [f"{lang.fontconfig}:{lang.font_package}" for lang in m.languages
                                  if lang.font_package]}
     if len(args) != 1 or args[0] not in lists:
-        print(f"usage: python -m autograder.manifest {'|'.join(lists)}", file=sys.stderr)
+        print(f"usage: python -m autograder.course.manifest {'|'.join(lists)}", file=sys.stderr)
         return 2
     print("\n".join(lists[args[0]](course())))
     return 0

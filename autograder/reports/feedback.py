@@ -16,9 +16,9 @@ preprocessor list is the course's, with four guarantees and one option added if 
   rendered and sanitized before nbgrader's feedback template (which does not sanitize them) sees them;
 - ``NameMisconception`` (before the last): with ``c.Autograder.feedback_names_misconception = True``
   (default False) the page opens with one sentence naming the misconception the submission looks like
-  (``autograder.feedback_misconception``: a name only, in the notebook's language);
+  (``autograder.reports.feedback_misconception``: a name only, in the notebook's language);
 - ``CheckNoHiddenSource`` (last): instructor-derived text — the source and error outputs of grade and
-  locked cells — must show no hidden-check source (``autograder.source.HIDDEN_SOURCE_TEXT``: the
+  locked cells — must show no hidden-check source (``autograder.course.source.HIDDEN_SOURCE_TEXT``: the
   hidden-test markers, the checks' module path); a student's own cell printing ``BEGIN HIDDEN TESTS``
   is the student's text and never counts.
 
@@ -53,15 +53,15 @@ from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from traitlets import Bool
 from traitlets.config import Config
 
-from autograder.course import load_course
+from autograder.course.nbgrader import load_course
+from autograder.course.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
 from autograder.errors import AutograderError, CourseError
-from autograder.feedback_misconception import NameMisconception, named_students
-from autograder.feedback_misconception import enabled as names_misconceptions
 from autograder.hidden._feedback import ClearHiddenTestTracebacks
 from autograder.i18n.messages import language_code, notebook_language, translate_output
-from autograder.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
+from autograder.reports.feedback_misconception import NameMisconception, named_students
+from autograder.reports.feedback_misconception import enabled as names_misconceptions
 
-HIDDEN_MARKERS = HIDDEN_SOURCE_TEXT  # what feedback must never show (autograder.source)
+HIDDEN_MARKERS = HIDDEN_SOURCE_TEXT  # what feedback must never show (autograder.course.source)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What a feedback page may render from a student's output (each is escaped or sanitized by nbconvert).
 SAFE_OUTPUT_TYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex",

@@ -15,7 +15,7 @@ A line is a marker line when it holds the marker's text (``BEGIN SOLUTION``, ...
 
 Bottom layer: standard library only, nothing of ``autograder`` but its exceptions and the
 course manifest (``course.toml``: the exercise and language lists). Used by the release,
-the leak check, the sample submissions, the feedback preprocessor and ``python -m autograder.gpu_check``
+the leak check, the sample submissions, the feedback preprocessor and ``python -m autograder.tools.gpu_check``
 (which runs on a bare GPU box without jupytext or nbgrader).
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder import manifest
+from autograder.course import manifest
 from autograder.errors import ReleaseError
 
 ASSIGNMENTS: tuple[str, ...] = manifest.course().assignments  # course.toml, in release order

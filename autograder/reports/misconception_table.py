@@ -1,11 +1,11 @@
-"""The signature table of ``autograder.misconceptions``: ``python -m autograder.misconception_table``.
+"""The signature table of ``autograder.reports.misconceptions``: ``python -m autograder.reports.misconception_table``.
 
 Grades every wrong implementation of the catalogue (``tests/catalogue/<assignment>.py``) in this
 process, the whole source top to bottom as a kernel would (``samples.grade_in_process``), under each
 of ``misconceptions.SEEDS``, and writes what each grade cell showed to
 ``tests/catalogue/misconceptions.json`` (``--check``: exit 1 when the committed file differs).
 Trusted code only (the catalogue is the instructor's); about 30 s for the six exercises. Kept apart
-from ``autograder.misconceptions`` so that the report never imports the sample machinery.
+from ``autograder.reports.misconceptions`` so that the report never imports the sample machinery.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autograder import samples
-from autograder.misconceptions import SEEDS, TABLE, human_name, signature_of, write_table
-from autograder.source import ASSIGNMENTS
+from autograder.authoring import samples
+from autograder.course.source import ASSIGNMENTS
+from autograder.reports.misconceptions import SEEDS, TABLE, human_name, signature_of, write_table
 
 
 def build_table(assignments: Iterable[str], *, course_root: Path = Path("."),
@@ -49,8 +49,8 @@ def build_table(assignments: Iterable[str], *, course_root: Path = Path("."),
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m autograder.misconception_table [--check]``: (re)write the table, or check it is current."""
-    parser = argparse.ArgumentParser(prog="python -m autograder.misconception_table", description=(__doc__ or "").split("\n")[0])
+    """``python -m autograder.reports.misconception_table [--check]``: (re)write the table, or check it is current."""
+    parser = argparse.ArgumentParser(prog="python -m autograder.reports.misconception_table", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--course-root", type=Path, default=Path("."))
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed table is stale")
     args = parser.parse_args(argv)

@@ -26,13 +26,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.errors import ReleaseError
-from autograder.i18n import LANGUAGES, LOCALES_DIR
-from autograder.i18n.catalogue import catalogue_path, translations
-from autograder.i18n.messages import NOTEBOOK_KEY, kernel_hook
-from autograder.i18n.notebook import translate_notebook
-from autograder.i18n.pages import NOTES_DIR, translated_notebook
-from autograder.source import (
+from autograder.course.source import (
     ASSIGNMENTS,
     RELEASE_DIR,
     SOURCE_DIR,
@@ -40,6 +34,12 @@ from autograder.source import (
     release_path,
     source_path,
 )
+from autograder.errors import ReleaseError
+from autograder.i18n import LANGUAGES, LOCALES_DIR
+from autograder.i18n.catalogue import catalogue_path, translations
+from autograder.i18n.messages import NOTEBOOK_KEY, kernel_hook
+from autograder.i18n.notebook import translate_notebook
+from autograder.i18n.pages import NOTES_DIR, translated_notebook
 
 NBGRADER_KEYS = ("grade", "grade_id", "locked", "schema_version", "solution", "task")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -53,7 +53,7 @@ def available_assignments(course_root: Path = Path(".")) -> list[str]:
 
 def source_notebook(assignment: str, *, course_root: Path = Path(".")) -> NotebookNode:
     """Read the jupytext source of ``assignment`` into a normalized, validated nbgrader notebook
-    (``autograder.source.read_source_cells`` reads it as jupytext does; a test holds them equal)."""
+    (``autograder.course.source.read_source_cells`` reads it as jupytext does; a test holds them equal)."""
     path = source_path(assignment, course_root=course_root)
     if not path.is_file():
         raise ReleaseError(f"{assignment}: no source at {path} (expected a jupytext py:percent file)")

@@ -2,7 +2,7 @@
 
 The class reports (``autograder report``'s misconceptions, ``autograder similarity``'s pairs) name
 students and show solution code; they live in ``reports/``, which is never published. In case one is
-copied elsewhere, each carries a mark the leak check (``autograder.leaks``) refuses in any file: the
+copied elsewhere, each carries a mark the leak check (``autograder.authoring.leaks``) refuses in any file: the
 CSVs their header row, the HTML pages the sentence ``PAGE_MARK`` they open with.
 """
 

@@ -19,7 +19,7 @@ nbgitpuller, Colab) are built from it, on the site built from the course reposit
 edition's own build alike, so no page ever names the course repository. Publishing refuses a
 ``repository.url`` that is one of the course repository's own git remotes.
 
-Publishing writes the edition into a staging folder, runs the leak check (``autograder.leaks``) on it
+Publishing writes the edition into a staging folder, runs the leak check (``autograder.authoring.leaks``) on it
 with the course's remote URLs as forbidden text, and on the translation catalogues
 (``find_translation_leaks``), and only then updates DEST: files whose bytes changed are rewritten,
 files of the earlier edition that are gone are removed, nothing carries a timestamp, so an unchanged
@@ -43,11 +43,11 @@ from urllib.parse import quote
 
 import yaml
 
-from autograder import manifest
+from autograder.authoring.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks, find_translation_leaks
+from autograder.course import manifest
 from autograder.errors import PublishError
 from autograder.i18n import LANGUAGES
 from autograder.i18n.pages import book_files
-from autograder.leaks import INSTRUCTOR_ONLY_NAMES, find_leaks, find_translation_leaks
 
 MARKER = ".student-edition.json"
 # Copied from the course root as they are (folders recursively); the first four must exist.
@@ -113,7 +113,7 @@ def publish(*, destination: Path, course_root: Path = Path("."),
 
 # The feedback service's client, Python's standard library only: the edition's submit.py is this file.
 # Read as a file (publish imports nothing of the service); tests/test_publish.py keeps them equal.
-CLIENT = Path(__file__).resolve().parent / "service" / "client.py"
+CLIENT = Path(__file__).resolve().parents[1] / "service" / "client.py"
 CLIENT_NAME = "submit.py"
 
 

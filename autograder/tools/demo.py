@@ -17,15 +17,15 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import samples
+from autograder.authoring import samples
+from autograder.authoring.release import copy_course, release
 from autograder.collect import CollectResult, collect
 from autograder.errors import AutograderError
-from autograder.feedback import feedback
 from autograder.grading import GradeSummary, grade
-from autograder.release import copy_course, release
-from autograder.report import report
+from autograder.reports.feedback import feedback
+from autograder.reports.report import report
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_ASSIGNMENTS = ("01_strides", "03_flops")
 DEMO_TIMEOUT_S = 10.0
 

@@ -1,14 +1,14 @@
 """``autograder`` command line: a thin layer over the Python API (each subcommand calls one function).
 
-    autograder release [ASSIGNMENT...]                      autograder.release.release
+    autograder release [ASSIGNMENT...]                      autograder.authoring.release.release
     autograder collect PATH [--assignment A] [--pattern RE]  autograder.collect.collect
     autograder grade [ASSIGNMENT...] [--student ID...] ...   autograder.grading.grade
-    autograder feedback [ASSIGNMENT...]                     autograder.feedback.feedback
-    autograder report [--output DIR]                        autograder.report.report
-    autograder doctor [--executor slurm ...]                autograder.doctor.diagnose(_slurm)
-    autograder demo [DIR]                                   autograder.demo.demo
-    autograder publish DEST                                 autograder.publish.publish
-    autograder leak-check PATH...                           autograder.leaks.find_leaks
+    autograder feedback [ASSIGNMENT...]                     autograder.reports.feedback.feedback
+    autograder report [--output DIR]                        autograder.reports.report.report
+    autograder doctor [--executor slurm ...]                autograder.tools.doctor.diagnose(_slurm)
+    autograder demo [DIR]                                   autograder.tools.demo.demo
+    autograder publish DEST                                 autograder.authoring.publish.publish
+    autograder leak-check PATH...                           autograder.authoring.leaks.find_leaks
     autograder serve [--hub] [--port N] ...                 autograder.service.serve.serve
     autograder serve requeue ID...|--failed                 autograder.service.store.Store.requeue
     autograder worker --service-db URL --state DIR ...      autograder.service.worker.main
@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from autograder.course.settings import add_setting_arguments, given_settings
 from autograder.errors import AutograderError
 from autograder.grading.options import (
     GRADING_SETTINGS,
@@ -35,7 +36,6 @@ from autograder.grading.options import (
     add_grading_arguments,
     given_grading,
 )
-from autograder.settings_model import add_setting_arguments, given_settings
 
 
 def plain(text: str) -> str:
@@ -268,7 +268,7 @@ def _slurm_options(args):
 
 
 def _release(args) -> int:
-    from autograder.release import release
+    from autograder.authoring.release import release
 
     for path in release(assignments=args.assignments or None, course_root=args.course_root):
         print(f"released {path}")
@@ -396,7 +396,7 @@ def print_summary(summary) -> None:
 
 
 def _feedback(args) -> int:
-    from autograder.feedback import feedback
+    from autograder.reports.feedback import feedback
 
     pages = feedback(assignments=args.assignments or None, students=args.students,
                      course_root=args.course_root, db_url=args.db_url)
@@ -410,7 +410,7 @@ def _feedback(args) -> int:
 
 
 def _report(args) -> int:
-    from autograder.report import report
+    from autograder.reports.report import report
 
     csv_path, html_path = report(course_root=args.course_root, db_url=args.db_url,
                                  output_dir=args.output,
@@ -420,7 +420,7 @@ def _report(args) -> int:
 
 
 def _similarity(args) -> int:
-    from autograder.similarity import DEFAULT_THRESHOLD, similarity
+    from autograder.reports.similarity import DEFAULT_THRESHOLD, similarity
 
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     for result in similarity(args.assignments, course_root=args.course_root, threshold=threshold,
@@ -433,7 +433,7 @@ def _similarity(args) -> int:
 
 
 def _lms(args) -> int:
-    from autograder.course import load_course
+    from autograder.course.nbgrader import load_course
     from autograder.lms.options import CanvasOptions, token_from_environment
 
     course = load_course(args.course_root, db_url=args.db_url)
@@ -494,7 +494,7 @@ def print_lms_result(result) -> None:
 
 
 def _doctor(args) -> int:
-    from autograder.doctor import diagnose, diagnose_slurm, render
+    from autograder.tools.doctor import diagnose, diagnose_slurm, render
 
     options = _slurm_options(args)
     print(render(diagnose(course_root=args.course_root, db_url=args.db_url)))
@@ -509,7 +509,7 @@ def _doctor(args) -> int:
 
 
 def _demo(args) -> int:
-    from autograder.demo import demo
+    from autograder.tools.demo import demo
 
     result = demo(directory=args.directory, workers=args.workers)
     for assignment, collected in result.collected.items():
@@ -526,7 +526,7 @@ COMMANDS = {"release": _release, "collect": _collect, "grade": _grade, "feedback
 
 
 def _publish(args) -> int:
-    from autograder.publish import publish
+    from autograder.authoring.publish import publish
 
     result = publish(destination=args.destination, course_root=args.course_root)
     for name in result.written:
@@ -539,8 +539,8 @@ def _publish(args) -> int:
 
 
 def _leak_check(args) -> int:
-    from autograder.leaks import find_leaks
-    from autograder.publish import git_remote_urls
+    from autograder.authoring.leaks import find_leaks
+    from autograder.authoring.publish import git_remote_urls
 
     leaks = find_leaks(paths=args.paths, course_root=args.course_root,
                        extra_text=git_remote_urls(args.course_root))
@@ -552,7 +552,7 @@ def _leak_check(args) -> int:
 
 
 def _new_exercise(args) -> int:
-    from autograder.scaffold import new_exercise
+    from autograder.authoring.scaffold import new_exercise
 
     made = new_exercise(args.name, course_root=args.course_root, chapter=args.chapter, title=args.title)
     for path in made.written:
@@ -563,7 +563,7 @@ def _new_exercise(args) -> int:
 
 
 def _outline(args) -> int:
-    from autograder import manifest
+    from autograder.course import manifest
 
     path = Path(args.course_root) / manifest.OUTLINE_FILE
     text = manifest.outline_yaml(manifest.load(args.course_root))
@@ -629,7 +629,7 @@ def _worker(args) -> int:
 
 
 def _tokens(args) -> int:
-    from autograder.course import load_course
+    from autograder.course.nbgrader import load_course
     from autograder.service.serve import ServeOptions, state_folder
     from autograder.service.settings import ServiceSettings
     from autograder.service.store import Store, default_url
@@ -677,5 +677,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())

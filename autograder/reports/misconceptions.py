@@ -25,7 +25,7 @@ The nearest entry names the misconception when its similarity is at least ``MIN_
 tied at the top are named together ("a or b"); below it, nothing is named. A submission that lost no
 points is never named. The hidden checks' messages are values only (never check source), so nothing
 here reveals a hidden test. The names go to the course staff's report, and to the students'
-feedback only where the course turns it on (``autograder.feedback_misconception``).
+feedback only where the course turns it on (``autograder.reports.feedback_misconception``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 import nbformat
 
-from autograder.course import Course
+from autograder.course.nbgrader import Course
 from autograder.machine_limits import is_not_run_output, not_run_in_notebooks
 
 TABLE = Path("tests") / "catalogue" / "misconceptions.json"

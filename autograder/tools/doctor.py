@@ -65,7 +65,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
     if check_workers:
         result.sandbox_ok = _check_sandbox(result, course_root=course_root)
     try:
-        from autograder.course import load_course
+        from autograder.course.nbgrader import load_course
         from autograder.grading import gpu_cells
 
         course = load_course(course_root, db_url=db_url)

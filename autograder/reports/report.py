@@ -5,7 +5,7 @@ CSV columns: ``student``, then for each assignment ``<assignment>`` (its score) 
 The HTML report embeds its figures as base64 PNG (matplotlib, Agg): the score distribution of each
 exercise, the grade cells most often failed, and a table of submissions whose grading hit a limit
 (timeout, memory, crash) as recorded by ``autograder grade``, and per exercise how many failing
-submissions look like each named misconception of the catalogue (``autograder.misconceptions``;
+submissions look like each named misconception of the catalogue (``autograder.reports.misconceptions``;
 per submission in ``misconceptions.csv``: ``assignment,student,misconception``, empty when none).
 Submissions scored above their maximum (extra credit, or a gradebook someone edited) are listed in
 their own warning table and logged.
@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import misconceptions
-from autograder.course import Course, load_course
-from autograder.figures import png, score_distribution
+from autograder.authoring.staff_only import MISCONCEPTION_COLUMNS, PAGE_MARK
+from autograder.course.nbgrader import Course, load_course
 from autograder.grading import read_run_record
 from autograder.machine_limits import NOT_RUN_REASON, not_run_in_notebooks, not_run_summary
-from autograder.staff_only import MISCONCEPTION_COLUMNS, PAGE_MARK
+from autograder.reports import misconceptions
+from autograder.reports.figures import png, score_distribution
 
 
 @dataclass
@@ -311,7 +311,7 @@ def write_html(grades: Grades, path: Path, *, csv_name: str,
     elif grades.score:
         parts.append(f"<h2 id='misconceptions'>Misconceptions</h2><p>None named: this course has no "
                      f"signature table (<code>{esc(str(misconceptions.TABLE))}</code>, written by "
-                     "<code>python -m autograder.misconception_table</code> from its catalogue).</p>")
+                     "<code>python -m autograder.reports.misconception_table</code> from its catalogue).</p>")
     parts.append("<h2>Needs review: forbidden APIs and dynamic access</h2>")
     if grades.review:
         parts.append("<p>What the static review found in the students' own cells before they ran "

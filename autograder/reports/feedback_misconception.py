@@ -3,7 +3,7 @@
 ``c.Autograder.feedback_names_misconception = True`` in nbgrader_config.py (default False: the names
 are for the course staff's report only) makes ``autograder feedback`` open each notebook's page with
 one sentence naming the catalogue misconception the submission looks like: the name ``autograder
-report`` gives it (``autograder.misconceptions``), nothing for a submission that lost no points or
+report`` gives it (``autograder.reports.misconceptions``), nothing for a submission that lost no points or
 looks like no catalogue entry. The sentence and the names are in the notebook's language
 (``locales/<lang>/messages.po``, ``autograder.i18n.messages``). Only a name is shown: never a check's
 source, a hidden test or a solution line.
@@ -20,11 +20,11 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell
 from traitlets import Bool, Dict
 
-from autograder import misconceptions
-from autograder.course import Course
+from autograder.course.nbgrader import Course
+from autograder.course.source import shows_hidden_source
 from autograder.errors import CourseError
 from autograder.i18n.messages import language_code, notebook_language, translate
-from autograder.source import shows_hidden_source
+from autograder.reports import misconceptions
 
 SETTING = "feedback_names_misconception"  # c.Autograder.<SETTING> in nbgrader_config.py
 CELL_KEY = "misconception"  # the added cell's metadata.autograder key
@@ -61,7 +61,7 @@ def sentence(misconception: str, language: str | None) -> str:
 
 class NameMisconception(Preprocessor):
     """Open the page with the sentence for the student of ``resources['nbgrader']['student']`` when
-    ``names`` has one (``autograder.feedback`` fills it from ``named_students``)."""
+    ``names`` has one (``autograder.reports.feedback`` fills it from ``named_students``)."""
 
     enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
     names = Dict(help="student id -> misconception to name in their feedback").tag(config=True)

@@ -30,12 +30,12 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import Course, load_course
+from autograder.authoring.staff_only import PAGE_MARK, SIMILARITY_COLUMNS
+from autograder.course.nbgrader import Course, load_course
+from autograder.course.source import read_source_cells, release_path, source_path
 from autograder.errors import AutograderError
 from autograder.forbidden import header
 from autograder.machine_limits import is_not_run_output
-from autograder.source import read_source_cells, release_path, source_path
-from autograder.staff_only import PAGE_MARK, SIMILARITY_COLUMNS
 
 DEFAULT_THRESHOLD = 0.7  # tests/test_similarity.py's class: copies >= 0.94, honest pairs <= 0.43,
 #                         an honest cell that converged on the instructor's solution 0.63 (README)

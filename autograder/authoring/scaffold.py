@@ -19,9 +19,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import manifest
-from autograder.errors import AutograderError
-from autograder.source import (
+from autograder.course import manifest
+from autograder.course.source import (
     CELL_MARKER,
     HIDDEN_CHECKS_DIR,
     HIDDEN_CHECKS_PACKAGE,
@@ -30,6 +29,7 @@ from autograder.source import (
     SOLUTION_MARKERS,
     source_path,
 )
+from autograder.errors import AutograderError
 
 CATALOGUE_DIR = Path("tests") / "catalogue"
 
@@ -124,10 +124,10 @@ def check_numel(numel: Callable, *, rng: CheckRandom) -> None:
 def catalogue_text(exercise: manifest.Exercise) -> str:
     return f'''"""Catalogue for {exercise.name}: realistic wrong implementations (each one mistake) and correct variants.
 
-Loaded by file path (autograder.samples.load_catalogue). ``replace`` code is appended to the solution
+Loaded by file path (autograder.authoring.samples.load_catalogue). ``replace`` code is appended to the solution
 cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those);
 ``misconception`` is the mistake's name in ``autograder report`` (tests/catalogue/misconceptions.json,
-``python -m autograder.misconceptions``).
+``python -m autograder.reports.misconceptions``).
 """
 
 WRONG = [

@@ -9,7 +9,7 @@ What counts as a leak, and where it comes from (the course root's own files):
 - a source line of a hidden check, ``autograder/hidden/*.py``;
 - instructor-only names: a file or folder such as ``solutions/``, ``autograder/``, ``tests/``,
   ``gradebook.db``, ``nbgrader_config.py`` or ``submitted/``; in text, the region markers, the hidden
-  checks' module path (``autograder.hidden``), the marks of the class reports (``autograder.staff_only``:
+  checks' module path (``autograder.hidden``), the marks of the class reports (``autograder.authoring.staff_only``:
   a similarity or misconceptions CSV's header, the staff pages' opening sentence) and ``extra_text``
   (publish passes the instructor repository's URLs).
 
@@ -39,15 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from autograder.errors import PublishError
-from autograder.source import (
+from autograder.authoring.staff_only import MARKS as STAFF_ONLY_MARKS
+from autograder.course.source import (
     HIDDEN_CHECKS_DIR,
     HIDDEN_SOURCE_TEXT,
     SOLUTION_MARKERS,
     SOURCES_GLOB,
     regions,
 )
-from autograder.staff_only import MARKS as STAFF_ONLY_MARKS
+from autograder.errors import PublishError
 
 LECTURE_GLOBS = ("intro.md", "chapters/*.md", "chapters/*.py")  # the pages and their helpers
 
@@ -56,7 +56,7 @@ MIN_CHARS = 16
 # Text that only the instructor's material holds (region markers, the hidden checks' import path).
 INSTRUCTOR_ONLY_TEXT = (
     *(m.removeprefix("### ") for m in SOLUTION_MARKERS), *HIDDEN_SOURCE_TEXT, "tests/catalogue",
-    *STAFF_ONLY_MARKS,  # a class report copied out of reports/ (autograder.staff_only)
+    *STAFF_ONLY_MARKS,  # a class report copied out of reports/ (autograder.authoring.staff_only)
 )
 # File or folder names that belong to the instructor's repository only (any path component).
 INSTRUCTOR_ONLY_NAMES = frozenset({
