@@ -106,11 +106,11 @@ def test_real_hidden_check_failures_in_zh_tw():
         english = failure(check, wrong)
         shown = translate(english, LANGUAGE)
         assert CJK.search(shown) and "expected" not in shown and " got " not in shown, shown
-        assert shown.endswith("[seed 5]") and re.findall(r"\d+", shown) == re.findall(r"\d+", english)
+        assert shown.endswith("〔種子 5〕") and re.findall(r"\d+", shown) == re.findall(r"\d+", english)
     english = failure(strides.check_flat_index, flat_index)
     assert translate(english, LANGUAGE).startswith("flat_index：")
     assert translate("flat_index: expected 12, got 11 [seed 5]", "zh-TW") == \
-        "flat_index：預期 12，實際得到 11 [seed 5]"
+        "flat_index：預期 12，實際得到 11〔種子 5〕"
     raised = failure(strides.check_flat_index, lambda *a, **k: 1 / 0)
     assert translate(raised, LANGUAGE).startswith("flat_index：引發了 ZeroDivisionError：")
 
@@ -119,14 +119,14 @@ def test_a_hint_inside_a_message_is_translated():
     hidden = ("get_batch: get_batch(..., batch_size=4, context_length=8, 'cpu') changed Python's "
               "`random` state: draw the starts with torch.randint instead [seed 3]")
     assert translate(hidden, LANGUAGE) == ("get_batch：get_batch(..., batch_size=4, context_length=8, "
-                                           "'cpu') 改變了 Python `random` 的狀態：請改用 torch.randint 抽起點 "
-                                           "[seed 3]")
+                                           "'cpu') 改變了 Python `random` 的狀態：請改用 torch.randint 抽起點"
+                                           "〔種子 3〕")
     visible = ("with growth_interval=1 one successful step should double the scale 1024 -> 2048, got "
                "1024.0: call scaler.update() after scaler.step(optimizer)")
     assert translate(visible, LANGUAGE).endswith("請在 scaler.step(optimizer) 之後呼叫 scaler.update()")
     nested = "flat_index: flat_index((2, 1), (5, 2)) with the default offset: expected 12, got 7 [seed 1]"
     assert translate(nested, LANGUAGE) == "flat_index：flat_index((2, 1), (5, 2))，偏移量用預設值：預期 12，" \
-                                          "實際得到 7 [seed 1]"
+                                          "實際得到 7〔種子 1〕"
 
 
 @pytest.mark.parametrize("message", [
