@@ -38,6 +38,8 @@ class Topic:
     key_terms: tuple[str, ...]  # each must appear in the page source (case-insensitive)
     # the exercise the page must link after its check-yourself questions
     exercise: str | None = None
+    # pages that continue the topic (issue 43 cut chapter 11 in three), each with the terms it must contain
+    continued: tuple[Topic, ...] = ()
 
 
 # fmt: off
@@ -159,23 +161,43 @@ KEY_TERMS: dict[int, Topic] = {
         (
             "pre-norm", "tie_embeddings", "12 * d * d + 13 * d", "124_439_808", "1_557_611_200", "meta",
             "FlopCounterMode", "4 * L * seq * d", "saved_tensors_hooks", "untyped_storage", "korthikanti2022reducing",
-            "34", "recompute", "AdamW", "torch.autocast", "80 * GiB", "141 * GiB", "81920 MiB", "989.4e12", "MFU",
-            "radford2019language", "lookup_accelerator", "_gpu_record",
+            "34", "recompute", "AdamW", "torch.autocast", "80 * GiB", "141 * GiB", "81920 MiB", "MFU",
+            "radford2019language", "_gpu_record",
             # issue 19: usable capacity and the backward peak; fused attention and MFU conventions
             "total_memory", "79.11", "139.80", "backward_temporaries", "scaled_dot_product_attention",
             "is_causal=True", "log-sum-exp", "chowdhery2022palm", "12\\,L\\,H\\,Q\\,T", "1/\\sqrt{2L}",
-            # issue 19: the peak of a training step, counted live, and chunked cross-entropy
-            "Peak memory of a training step", "TorchDispatchMode", "weakref.finalize", "untyped_storage",
-            "saved_for_backward", "chunked cross-entropy", "torch.utils.checkpoint", "_record_memory_history",
-            "torch.cuda.memory_allocated", "thamada/nvidia-smi", "unverified",
-            # issue 30: when the batch does not fit, per-block checkpointing and gradient accumulation
-            "It does not fit", "use_reentrant=False", "context_fn", "set_checkpoint_early_stop", "HFU",
-            "gradient accumulation", "micro-batch", "no_sync", "meta_step", "GPT-2 XL at batch 64 on one H100",
-            # issue 30: compute-optimal tokens; inference accounting with a real cached decoding step
-            "hoffmann2022chinchilla", "CHINCHILLA_TABLE_3", "KV cache", "prefill", "decode_step",
-            "expandable_segments:True", "memory_reserved", "fragmentation",
+            "thamada/nvidia-smi", "unverified",
+            # issue 43: the two pages that continue it
+            "11b_fitting_a_batch", "11c_time_and_inference",
         ),
         exercise="exercises/03_flops/03_flops",
+        continued=(
+            Topic(
+                "chapters/11b_fitting_a_batch",
+                (
+                    # issue 19: the peak of a training step, counted live, and chunked cross-entropy
+                    "Peak memory of a training step", "TorchDispatchMode", "weakref.finalize", "untyped_storage",
+                    "saved_for_backward", "chunked cross-entropy", "torch.utils.checkpoint", "_record_memory_history",
+                    "torch.cuda.memory_allocated", "79.11", "_transformer",
+                    # issue 30: when the batch does not fit, per-block checkpointing and gradient accumulation
+                    "It does not fit", "use_reentrant=False", "context_fn", "set_checkpoint_early_stop", "HFU",
+                    "gradient accumulation", "micro-batch", "no_sync", "meta_step",
+                    "GPT-2 XL at batch 64 on one H100", "lookup_accelerator",
+                    "expandable_segments:True", "memory_reserved", "fragmentation",
+                ),
+            ),
+            Topic(
+                "chapters/11c_time_and_inference",
+                (
+                    "989.4e12", "MFU", "lookup_accelerator", "_transformer",
+                    # issue 30: compute-optimal tokens; inference accounting with a real cached decoding step
+                    "hoffmann2022chinchilla", "CHINCHILLA_TABLE_3", "KV cache", "prefill", "decode_step",
+                    # issue 43: GQA, decode overhead, GPU-hours and money
+                    "enable_gqa=True", "TorchDispatchMode", "CUDAGraph", "PRICE_PER_GPU_HOUR",
+                ),
+                exercise="exercises/03_flops/03_flops",
+            ),
+        ),
     ),
     # issue 19: more than one GPU, measured on a real gloo process group
     12: Topic(
@@ -369,21 +391,22 @@ def test_every_topic_has_a_page_in_the_lecture_part():
         f"KEY_TERMS must list topics 0-12 of the chapters issues; it has {sorted(KEY_TERMS)}"
     )
     for number, topic in KEY_TERMS.items():
-        assert topic.page in pages, (
-            f"topic {number}: page {topic.page} is not in the Lecture part of _toc.yml"
-        )
-        if topic.exercise is not None:
-            assert topic.exercise in toc_files(), (
-                f"topic {number}: exercise {topic.exercise} is not in _toc.yml"
+        for part in (topic, *topic.continued):
+            assert part.page in pages, (
+                f"topic {number}: page {part.page} is not in the Lecture part of _toc.yml"
             )
+            if part.exercise is not None:
+                assert part.exercise in toc_files(), (
+                    f"topic {number}: exercise {part.exercise} is not in _toc.yml"
+                )
 
 
 @pytest.mark.parametrize("number", sorted(KEY_TERMS))
 def test_topic_page_contains_its_key_terms(number):
-    topic = KEY_TERMS[number]
-    text = (ROOT / f"{topic.page}.md").read_text(encoding="utf-8").lower()
-    missing = [term for term in topic.key_terms if term.lower() not in text]
-    assert not missing, f"topic {number} ({topic.page}.md) lacks key terms: {missing}"
+    for topic in (KEY_TERMS[number], *KEY_TERMS[number].continued):
+        text = (ROOT / f"{topic.page}.md").read_text(encoding="utf-8").lower()
+        missing = [term for term in topic.key_terms if term.lower() not in text]
+        assert not missing, f"topic {number} ({topic.page}.md) lacks key terms: {missing}"
 
 
 @pytest.mark.parametrize("page", lecture_pages())
@@ -392,7 +415,8 @@ def test_page_source_checks_its_numbers_and_ends_with_questions(page):
     assert assert_count(nb) >= 1, (
         f"{page}.md has no assert: every number it states must be checked in a cell"
     )
-    exercises = {t.exercise for t in KEY_TERMS.values() if t.page == page} - {None}
+    exercises = {t.exercise for topic in KEY_TERMS.values() for t in (topic, *topic.continued)
+                 if t.page == page} - {None}
     assert len(exercises) <= 1, (
         f"{page}: KEY_TERMS names several exercises for one page: {exercises}"
     )
@@ -447,20 +471,27 @@ REQUIRED_ASSERTS: dict[str, tuple[str, ...]] = {
         "0 <= gap <= 2 * bucket_s", 'tp["output_close"]', 'reduces == {"forward": [4 * b * s * d]',
         "found == bubble(p, m)", 'all(stage["grads_close"]', "sum(stage_params) * tp_size",
     ),
-    "chapters/11_transformer_accounting": (
+    "chapters/11_transformer_accounting": ("peak_bytes(xl, b, *flags) <= capacity",),
+    "chapters/11b_fitting_a_batch": (
         "full.start == predicted_start", 'full_saved["activations"]', "backward_temporaries(PEAK_CFG, b, s)",
         "peak_bytes(PEAK_CFG, b, False, False)", "chunked_saving(c)", "2 * b * s * V * d",
-        "peak_bytes(xl, b, *flags) <= capacity", "(mem.peak() - mem.start)",
+        "(mem.peak() - mem.start)",
         # issue 30: checkpointing and accumulation, each against the shapes or another measurement
         'ckpt_saved == block_inputs + terms["head"]', 'terms["tied head gradient"] + 8',
         "checkpointed_peak_bytes(xl, b) + xl_extra", "h100_usable < xl_measured[ckpt_largest + 1]",
         "blocks_forward_flops(CKPT_CFG", "recomputed_flops(CKPT_CFG", "recomputed_flops(xl, xl.context)",
         "atol=4 * R", "acc_peaks[ACC_BATCH, ACC_STEPS] == acc_peaks[micro, 1]", "peak_bytes(CKPT_CFG, micro",
+        # issue 43: the largest batches of chapter 11's table, recomputed from its functions on this page
+        '[row["H100 (80 GiB)"] for row in largest.values()] == [5, 10, 5, 16]',
+    ),
+    "chapters/11c_time_and_inference": (
         # issue 30: Chinchilla against the paper's table; prefill and decode against a real cache and FlopCounterMode
         "abs(chinchilla_tokens / table_tokens - 1) < 0.02", "6 * n * tokens / flops",
         "decode_counter.get_total_flops() == 2 * forward_flops_per_token(TINY, 17)",
         "sum(k.nbytes + v.nbytes for k, v in cache) == kv_cache_bytes(TINY, 17",
         "prefill_intensity > max(", "i < ACCELERATORS[\"H200 SXM\"].ridge_point",
+        # issue 43: the KV cache of the check-yourself answer, with grouped key/value heads
+        "kv_cache_bytes(xl, xl.context, kv_heads=5)",
     ),
 }
 
