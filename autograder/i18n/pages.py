@@ -41,6 +41,7 @@ TERMINOLOGY = "terminology"  # the glossary as a page of this edition only
 SEARCH_DICTIONARY = "search-dictionary.txt"
 FIGURE_TRANSLATIONS = "figure-translations.json"  # figures.po as a table for _ext/figure_i18n.py
 SEARCH_TERMS = "search-terms.txt"  # locales/<lang>/: compounds to keep whole that no rule above finds
+LINK_QUOTES = {"zh_TW": "〈〉"}  # a {doc} link in a sentence is a title: 這正是〈先在餐巾紙上算一算〉一開始用的數字
 _CJK = "\u3400-\u9fff"
 _BOLD = re.compile(rf"\*\*([{_CJK}]{{2,5}})\*\*")  # a term set in bold, not a phrase
 
@@ -102,7 +103,8 @@ def book_files(language: str, root: Path, *, cache: Path | str) -> tuple[dict[st
         files[f"chapters/{helper.name}"] = helper.read_bytes()
     for page in (s for s in sources(root) if s.endswith(".md")):
         pieces = split_myst((root / page).read_text(encoding="utf-8"))
-        done = render(pieces, translations(catalogue_path(page, language, root)))
+        done = render(pieces, translations(catalogue_path(page, language, root)),
+                      link_quotes=LINK_QUOTES.get(language, ""))
         text = _with_note(done.text, root / "locales" / language / NOTES_DIR / page)
         files[page] = text.encode("utf-8")
         report.translated += done.translated

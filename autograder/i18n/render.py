@@ -7,6 +7,7 @@ never shown as current. Everything that is not a unit (code, math, labels, marke
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from autograder.i18n.segment import Piece, Unit
@@ -21,16 +22,38 @@ class Rendered:
     untranslated: list[Unit] = field(default_factory=list)
 
 
-def render(pieces: list[Piece], translations: dict[str, str], *, mark: str = UNTRANSLATED_MARK
-           ) -> Rendered:
-    """The text of ``pieces`` with each unit replaced by its translation (module docstring)."""
+_DOC = re.compile(r"( ?)(〈?)(\{doc\}`[^`]+`)(〉?)( ?)")
+
+
+def quote_cross_references(text: str, quotes: str) -> str:
+    """``text`` with each ``{doc}`` link between ``quotes`` (「〈」「〉」: a page's title in a Chinese
+    sentence is a title, 〈先在餐巾紙上算一算〉, not a clause of the sentence), the spaces between it
+    and wide text dropped; a link already quoted is left as it is."""
+    opening, closing = quotes
+
+    def quoted(m: re.Match) -> str:
+        before, after = text[:m.start()][-1:], text[m.end():][:1]
+        if m.group(2) or m.group(4):
+            return m.group(0)
+        space_before = "" if before > "\u2e7f" or not m.group(1) else " "
+        space_after = "" if after > "\u2e7f" or not m.group(5) else " "
+        return f"{space_before}{opening}{m.group(3)}{closing}{space_after}"
+
+    return _DOC.sub(quoted, text)
+
+
+def render(pieces: list[Piece], translations: dict[str, str], *, mark: str = UNTRANSLATED_MARK,
+           link_quotes: str = "") -> Rendered:
+    """The text of ``pieces`` with each unit replaced by its translation (module docstring);
+    ``link_quotes`` (``"〈〉"``): the pair a translated unit's ``{doc}`` links are set between."""
     out: list[str] = []
     done = Rendered("")
     for piece in pieces:
         if not isinstance(piece, Unit):
             out.append(piece)
         elif piece.key in translations:
-            out.append(_one_line(translations[piece.key], piece))
+            text = _one_line(translations[piece.key], piece)
+            out.append(quote_cross_references(text, link_quotes) if link_quotes else text)
             done.translated += 1
         else:
             out.append(f"{mark} {piece.text}" if mark else piece.text)

@@ -1,0 +1,131 @@
+"""The fifth zh-TW review (issue 45; ../shared/reviews/zh-tw-review.md): each class of finding has a
+check that fails on the text the review read, and the committed catalogues pass it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polib
+import pytest
+
+from autograder.i18n.checks import (
+    check_catalogues,
+    check_entry,
+    glossary_path,
+    inconsistent_terms,
+    read_terms,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = "zh_TW"
+LOCALE = ROOT / "locales" / LANGUAGE
+TERMS = read_terms(glossary_path(LANGUAGE, ROOT))
+
+
+def _kinds(english: str, translation: str, tcomment: str = "") -> set[str]:
+    return {k for k, _ in check_entry(polib.POEntry(msgid=english, msgstr=translation, tcomment=tcomment), TERMS)}
+
+
+# Units as the review read them (commit e52732a): each fails a check now.
+@pytest.mark.parametrize(("english", "translation", "kind"), [
+    # M3: 偏置 is a layer's bias; the exponent bias is 偏移值 (exercise 06)
+    ("exponent bias off by one", "指數的偏置差一", "glossary"),
+    # I11-I15: one word for "scale"
+    ("one successful step should double the scale", "應該讓縮放係數加倍", "retired"),
+    ("blocks of 2048 values that each keep one float32 scale", "每塊保留一個 float32 縮放因子", "retired"),
+    # I16, I17, U1: English or a second word left in a message
+    ("bfloat16 needs no scaler: return None", "bfloat16 不需要 scaler：請傳回 None", "retired"),
+    ("param groups' own lr ignored", "忽略了各參數組自己的 lr", "retired"),
+    ("{what}: {message} [seed {used_seed}]", "{what}：{message} [seed {used_seed}]", "retired"),
+])
+def test_the_review_renderings_fail(english, translation, kind):
+    assert kind in _kinds(english, translation)
+
+
+@pytest.mark.parametrize(("english", "translation"), [
+    ("exponent bias off by one", "指數偏移值（bias）差一"),
+    ("one successful step should double the scale", "應該讓縮放倍數加倍"),
+    ("bfloat16 needs no scaler: return None", "bfloat16 不需要縮放器：請傳回 None"),
+    ("as chapter 08 shows", "如第 8 章〈資料載入〉所示"),  # A17: 第 08 章 is not how a reader writes it
+    ("call `scaler.update()` once per step", "每一步呼叫一次 `scaler.update()`"),  # code is not prose
+])
+def test_the_fixed_renderings_pass(english, translation):
+    assert _kinds(english, translation) == set()
+
+
+def test_a_leading_zero_is_the_same_number_a_different_number_is_not():
+    assert "numbers" not in _kinds("as chapter 08 shows", "如第 8 章所示")
+    assert "numbers" in _kinds("as chapter 08 shows", "如第 9 章所示")
+
+
+def _po(tmp_path: Path, name: str, pairs: list[tuple[str, str]]) -> Path:
+    from autograder.i18n.segment import unit_hash
+
+    po = polib.POFile()
+    for n, (english, translation) in enumerate(pairs):
+        po.append(polib.POEntry(msgctxt=unit_hash(english), msgid=english, msgstr=translation,
+                                occurrences=[(name, str(n + 1))]))
+    path = tmp_path / name
+    po.save(str(path))
+    return path
+
+
+def test_the_consistency_report_reads_prose_not_code(tmp_path):
+    """`scaler.step()` in code is not the word "scaler" left in English."""
+    page = _po(tmp_path, "a.po", [("With a scaler, call `scaler.step(optimizer)`.",
+                                   "使用縮放器時，請呼叫 `scaler.step(optimizer)`。")])
+    assert inconsistent_terms(check_catalogues([page], TERMS)) == {}
+
+
+def test_the_committed_catalogues_have_the_review_fixes():
+    """Spot checks: the two ch. 12 number slips, the doubled wordings, the two colons in a row, the
+    English of messages.po; `check` over every catalogue, messages.po and figures.po included."""
+    def msgstrs(name: str) -> str:
+        return "\n".join(e.msgstr for e in polib.pofile(str(LOCALE / name)) if not e.obsolete)
+
+    ch12 = msgstrs("chapters/12_more_than_one_gpu.po")
+    assert "多 1.5 倍" not in ch12 and "每個參數多出 4 位元組" not in ch12  # M1, M2
+    assert "ZeRO-3 的流量是這些位元組的 1.5 倍" in ch12 and "比 4 位元組多出的那一點點" in ch12
+    assert "存放用 dtype，storage dtype" not in msgstrs("chapters/10_mixed_precision.po")  # A10
+    assert "剛好在正中間時" not in msgstrs("chapters/01_memory_accounting.po")  # A2
+    assert "佔了主導：" not in msgstrs("chapters/05_compute_accounting.po")  # A7
+    messages = msgstrs("messages.po")
+    for english in ("[seed", "device {p.device}", "個 patch", "patch 1", "head 1", "scaler：", "縮放係數", "參數組",
+                    "指數的偏置"):
+        assert english not in messages, english
+    paths = sorted(LOCALE.rglob("*.po"))
+    report = check_catalogues(paths, TERMS, every=True)
+    problems = [p for found in report.problems.values() for p in found if p.kind != "warning"]
+    assert not problems, "\n".join(map(str, problems[:20]))
+    assert inconsistent_terms(report) == {}
+
+
+# --- cross-references in a sentence (A19-A23, issue 45 item 5) ------------------------------------
+
+@pytest.mark.parametrize(("translation", "shown"), [
+    ("這正是 {doc}`00_napkin_math` 一開始用的數字。", "這正是〈{doc}`00_napkin_math`〉一開始用的數字。"),
+    ("（{doc}`12_more_than_one_gpu` 會計算這些位元組及其代價）", "（〈{doc}`12_more_than_one_gpu`〉會計算這些位元組及其代價）"),
+    ("這正是〈{doc}`00_napkin_math`〉一頁一開始用的數字。", "這正是〈{doc}`00_napkin_math`〉一頁一開始用的數字。"),
+    ("下一頁：{doc}`08_data_loading` 會餵入批次。", "下一頁：〈{doc}`08_data_loading`〉會餵入批次。"),
+])
+def test_a_cross_reference_in_a_sentence_reads_as_a_title(translation, shown):
+    from autograder.i18n.render import render
+    from autograder.i18n.segment import split_myst
+
+    pieces = split_myst("Some English text.\n")
+    key = next(p.key for p in pieces if not isinstance(p, str))
+    assert render(pieces, {key: translation}, link_quotes="〈〉").text.strip() == shown
+
+
+def test_the_zh_tw_pages_set_every_cross_reference_as_a_title():
+    from autograder.i18n.pages import book_files
+
+    files, _ = book_files(LANGUAGE, ROOT, cache="_build/.jupyter_cache")
+    import re
+
+    for name, data in files.items():
+        if name.startswith("chapters/") and name.endswith(".md"):
+            text = data.decode("utf-8")
+            prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+            bare = re.findall(r"(?<!〈)\{doc\}`[^`]+`", prose)
+            assert not bare, f"{name}: {bare[:3]} not set as 〈title〉"
