@@ -129,3 +129,50 @@ def test_the_zh_tw_pages_set_every_cross_reference_as_a_title():
             prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
             bare = re.findall(r"(?<!〈)\{doc\}`[^`]+`", prose)
             assert not bare, f"{name}: {bare[:3]} not set as 〈title〉"
+
+
+# --- messages assembled from whole sentences (A24-A26, U3; issue 45 item 3) -------------------------
+
+OLD_GET_BATCH = '''
+class Tokens:
+    def _too_much(self, how):
+        return AssertionError(f"get_batch {how} a dataset of {self.n:,} tokens to build one batch")
+
+    def __iter__(self):
+        raise self._too_much("iterated over the whole of")
+'''
+OLD_AUTOCAST = '''
+expect(seen == low, f"{where}: the first Linear layer produced {seen or 'nothing'}; run it")
+'''
+SUBJECT = '''
+def must_raise(call, what):
+    expect(raised(call), f"{what} should raise jaxtyping's TypeCheckError")
+
+must_raise(lambda: 1, "split_heads on a 2-D x")
+'''
+
+
+def test_a_message_joined_from_fragments_is_reported():
+    from autograder.i18n.messages import fragments
+
+    found = fragments(OLD_GET_BATCH, "get_batch.py")
+    assert len(found) == 1 and found[0][0] == "get_batch.py:7", found
+    assert found[0][1].startswith("'iterated over the whole of' is joined into 'get_batch {how} a dataset")
+    assert "English inside a placeholder ('nothing'" in fragments(OLD_AUTOCAST, "mp.py")[0][1]
+    assert fragments(SUBJECT, "einops.py") == []  # a noun phrase as the subject translates whole
+
+
+def test_the_hidden_checks_make_whole_sentences():
+    from autograder.i18n import messages
+
+    problems = [p for p in messages.check(LANGUAGE, ROOT) if p[1] == "fragment"]
+    assert not problems, problems
+    shown = messages.translate(
+        "get_batch iterated over the whole of a dataset of 1,000,000,000,000 tokens (a memmap far larger "
+        "than memory) to build one batch that needs 36 tokens. Read only the rows you need, e.g. "
+        "dataset[start:start + context_length + 1] for each start", LANGUAGE)
+    assert shown.startswith("get_batch 逐一走訪了一個有 1,000,000,000,000 個詞元的資料集"), shown
+    assert "whole" not in shown and "nothing" not in messages.translate(
+        "train_step_mixed(...), step 1: the first Linear layer produced no output; under "
+        "torch.autocast(device_type='cpu', dtype=torch.bfloat16) it produces torch.bfloat16. Run the "
+        "forward pass and the loss inside torch.autocast for the inputs' device type", LANGUAGE)

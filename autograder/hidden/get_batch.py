@@ -199,11 +199,13 @@ class _VirtualTokens:
     def __len__(self) -> int:
         return self._length
 
-    def _too_much(self, how: str) -> AssertionError:
+    # Each refusal is one whole message: messages.po translates whole messages, never a phrase joined
+    # into another one at run time (autograder.i18n.messages.fragments).
+    def _read_too_much(self) -> AssertionError:
         return AssertionError(
-            f"get_batch {how} a dataset of {self._length:,} tokens (a memmap far larger than memory) "
-            f"to build one batch that needs {self.needed:,} tokens. Read only the rows you "
-            f"need, e.g. dataset[start:start + context_length + 1] for each start")
+            f"get_batch read {self.read:,} tokens of a dataset of {self._length:,} tokens (a memmap far "
+            f"larger than memory) to build one batch that needs {self.needed:,} tokens. Read only the "
+            f"rows you need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def __getitem__(self, key: Any) -> Any:
         positions: np.ndarray | np.int64
@@ -221,20 +223,32 @@ class _VirtualTokens:
                 raise IndexError(f"index out of range for a dataset of {self._length} tokens")
         self.read += int(np.size(positions))
         if self.read > self.budget:
-            raise self._too_much(f"read {self.read:,} tokens of")
+            raise self._read_too_much()
         return (positions % 65536).astype(np.uint16)
 
     def __array__(self, dtype=None, copy=None):
-        raise self._too_much("converted the whole of")
+        raise AssertionError(
+            f"get_batch converted the whole of a dataset of {self._length:,} tokens (a memmap far "
+            f"larger than memory) to build one batch that needs {self.needed:,} tokens. Read only the "
+            f"rows you need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def __iter__(self):
-        raise self._too_much("iterated over the whole of")
+        raise AssertionError(
+            f"get_batch iterated over the whole of a dataset of {self._length:,} tokens (a memmap far "
+            f"larger than memory) to build one batch that needs {self.needed:,} tokens. Read only the "
+            f"rows you need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def astype(self, *args, **kwargs):
-        raise self._too_much("converted the whole of (astype)")
+        raise AssertionError(
+            f"get_batch converted the whole of (astype) a dataset of {self._length:,} tokens (a memmap far "
+            f"larger than memory) to build one batch that needs {self.needed:,} tokens. Read only the "
+            f"rows you need, e.g. dataset[start:start + context_length + 1] for each start")
 
     def tolist(self):
-        raise self._too_much("converted the whole of (tolist)")
+        raise AssertionError(
+            f"get_batch converted the whole of (tolist) a dataset of {self._length:,} tokens (a memmap far "
+            f"larger than memory) to build one batch that needs {self.needed:,} tokens. Read only the "
+            f"rows you need, e.g. dataset[start:start + context_length + 1] for each start")
 
 
 @hidden_check("get_batch reads only what it needs")

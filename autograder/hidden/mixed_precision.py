@@ -174,8 +174,13 @@ def _run_side_by_side(train_step_mixed: Callable, rng: CheckRandom, device: torc
         want = _reference_step(ref_model, ref_optimizer, inputs.to(device), targets.to(device),
                                loss_fn, autocast_dtype, ref_scaler)
         where = f"{what}, step {step}"
+        expect(bool(got["seen"]),
+               f"{where}: the first Linear layer produced no output; under "
+               f"torch.autocast(device_type={device.type!r}, dtype={autocast_dtype}) it produces "
+               f"{autocast_dtype}. Run the forward pass and the loss inside torch.autocast for the "
+               f"inputs' device type")
         expect(got["seen"] == low,
-               f"{where}: the first Linear layer produced {got['seen'] or 'nothing'}; under "
+               f"{where}: the first Linear layer produced {got['seen']}; under "
                f"torch.autocast(device_type={device.type!r}, dtype={autocast_dtype}) it produces "
                f"{autocast_dtype}. Run the forward pass and the loss inside torch.autocast for the "
                f"inputs' device type")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autograder.i18n import DEFAULT_LANGUAGE, LOCALES_DIR
 
-KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "reserved", "retired", "usage", "simplified",
+KINDS = ("missing", "fuzzy", "numbers", "code", "glossary", "reserved", "retired", "usage", "simplified", "fragment",
          "first-use", "inconsistent", "unused", "stale", "untranslated", "placeholders")
 
 

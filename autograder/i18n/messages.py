@@ -20,7 +20,10 @@ is, never mangled. Grades never depend on it: it only changes what a message *sh
 (``autograder.reports.feedback``'s ``TranslateTestMessages``; ``kernel_hook`` in the zh-TW notebooks).
 
 ``check(language)`` reports entries missing, stale (their template is gone), untranslated, fuzzy, or
-whose translation lacks or adds a placeholder. Standard library and ``polib`` only.
+whose translation lacks or adds a placeholder, and every message the code assembles from fragments
+(``fragments``: a phrase passed to a helper that puts it into its own message, English inside a
+placeholder): a translation of a fragment cannot agree with the sentence it lands in, so each message
+is written as a whole sentence. Standard library and ``polib`` only.
 """
 
 from __future__ import annotations
@@ -43,8 +46,7 @@ HIDDEN_GLOB = "autograder/hidden/*.py"
 CATALOGUE = "messages.po"
 CONTEXT = "test message "
 # call name -> index of its message argument
-MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expect_equal": 2,
-                 "_too_much": 0}  # get_batch's budgeted dataset: what the student's code did
+MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expect_equal": 2}
 MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
 MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
@@ -156,6 +158,52 @@ def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool 
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in MESSAGE_NAMES
                                                   for t in node.targets):
             add(node.value, node.lineno)
+    return found
+
+
+def fragments(code: str, where: str) -> list[tuple[str, str]]:
+    """``(where, problem)`` for each message of ``code`` assembled from pieces at run time:
+
+    - a phrase passed to a function that puts that parameter inside a clause of a message of its own,
+      words on both sides (``self._too_much("converted the whole of")`` into ``"get_batch {how} a
+      dataset of ..."``); a subject or a label (``"{what} should raise ..."``, ``"{what}: ..."``) is a
+      whole noun phrase and translates as one;
+    - English inside a placeholder (``{got['seen'] or 'nothing'}``): what the field shows is a word
+      no catalogue holds.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found: list[tuple[str, str]] = []
+    joiners: dict[str, dict[int, str]] = {}  # function -> {argument index: the message it fills}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        params = [a.arg for a in fn.args.args]
+        offset = 1 if params[:1] in (["self"], ["cls"]) else 0
+        for template in code_templates(ast.unparse(fn), where):
+            parts = template.parts
+            for n, (text, is_field) in enumerate(parts):
+                before = parts[n - 1][0] if n and not parts[n - 1][1] else ""
+                after = parts[n + 1][0] if n + 1 < len(parts) and not parts[n + 1][1] else ""
+                inside = re.search(r"[A-Za-z]\s*$", before) and re.match(r"\s*[A-Za-z]", after)
+                if is_field and inside and text[1:-1] in params[offset:]:
+                    joiners.setdefault(fn.name, {})[params.index(text[1:-1]) - offset] = template.english
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in joiners:
+            for index, message in joiners[_name(node.func) or ""].items():
+                if index < len(node.args) and any(  # words, not a call passed as the subject
+                        Template(parts, (where, node.lineno)).prose() for parts in _templates(node.args[index])):
+                    piece = "".join(t for t, _ in _templates(node.args[index])[0])
+                    found.append((f"{where}:{node.lineno}", f"{piece!r} is joined into {message[:60]!r} at "
+                                                            "run time: write each message as a whole sentence"))
+        if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.BoolOp | ast.IfExp):
+            words = [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str) and re.search(r"[A-Za-z]{2}", c.value)]
+            if words:
+                found.append((f"{where}:{node.lineno}", f"English inside a placeholder ({words[0]!r} in "
+                                                        f"{_field(node)}): write a message for each case"))
     return found
 
 
@@ -322,6 +370,10 @@ def check(language: str, root: Path | None = None, *,
     live = [e for e in entries if not e.obsolete]
     problems = [(f"{t.where[0]}:{t.where[1]} {english[:50]!r}", "missing", "no entry")
                 for english, t in known.items() if english not in {e.msgid for e in live}]
+    for path in sorted(root.glob(HIDDEN_GLOB)) + [root / FEEDBACK_SOURCE]:
+        if path.is_file():
+            problems += [(where, "fragment", problem) for where, problem in
+                         fragments(path.read_text(encoding="utf-8"), path.relative_to(root).as_posix())]
     for entry in live:
         where = f"{CATALOGUE}:{entry.linenum} {entry.msgid[:50]!r}"
         found = entry_problems(entry, known)
