@@ -176,3 +176,39 @@ def test_the_hidden_checks_make_whole_sentences():
         "train_step_mixed(...), step 1: the first Linear layer produced no output; under "
         "torch.autocast(device_type='cpu', dtype=torch.bfloat16) it produces torch.bfloat16. Run the "
         "forward pass and the loss inside torch.autocast for the inputs' device type", LANGUAGE)
+
+
+# --- words inside display math (S4; issue 45 item 4) --------------------------------------------------
+
+MFU = "Then\n\n$$\n\\text{MFU} = \\frac{\\text{model FLOPs}}{\\text{peak FLOP/s}} .\n$$\n\nafter.\n"
+
+
+def test_a_formula_with_words_is_a_unit_and_only_its_words_translate():
+    from autograder.i18n.render import render
+    from autograder.i18n.segment import split_myst
+
+    pieces = split_myst(MFU)
+    assert "".join(p if isinstance(p, str) else p.text for p in pieces) == MFU
+    math = [p for p in pieces if not isinstance(p, str) and p.kind == "math"]
+    assert [m.english for m in math] == ["$$ \\text{MFU} = \\frac{\\text{model FLOPs}}{\\text{peak FLOP/s}} . $$"]
+    good = "$$ \\text{MFU} = \\frac{\\text{模型 FLOP}}{\\text{峰值 FLOP/s}} . $$"
+    assert _kinds(math[0].english, good) == set()
+    assert "code" in _kinds(math[0].english, good.replace("\\frac", "\\dfrac"))  # the formula itself
+    shown = render(pieces, {math[0].key: good}, mark="").text
+    assert "\n$$\n\\text{MFU} = \\frac{\\text{模型 FLOP}}{\\text{峰值 FLOP/s}} .\n$$\n" in shown
+    assert split_myst("$$\na + b\n$$\n") == ["$$\na + b\n$$\n"]  # no words: verbatim
+
+
+def test_the_zh_tw_formulas_have_no_english_words():
+    """MFU's definition and the other 12 formulas the review found (05, 11, 11b, 12, ...)."""
+    import re
+
+    from autograder.i18n.pages import book_files
+
+    files, _ = book_files(LANGUAGE, ROOT, cache="_build/.jupyter_cache")
+    for name, data in files.items():
+        if name.startswith("chapters/") and name.endswith(".md"):
+            for formula in re.findall(r"^\$\$\n(.*?)\n\$\$$", data.decode("utf-8"), re.DOTALL | re.MULTILINE):
+                words = [w for w in re.findall(r"\\text\{([^{}]*)\}", formula)
+                         if re.search(r"[a-z]{3}", w) and w.strip() not in ("FLOP/s",)]
+                assert not words, f"{name}: {words} in {formula[:60]!r}"

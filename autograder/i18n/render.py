@@ -65,6 +65,9 @@ def render(pieces: list[Piece], translations: dict[str, str], *, mark: str = UNT
 def _one_line(text: str, unit: Unit) -> str:
     """A translation as its unit's place needs it: prose and comments on one line, a docstring's lines at its indentation (a line break
     between two Chinese characters becomes nothing, elsewhere a space)."""
+    if unit.kind == "math":  # $$ on lines of their own, the formula between them
+        body = text.strip().removeprefix("$$").removesuffix("$$").strip()
+        return f"$$\n{body}\n$$"
     if unit.kind == "docstring":
         lines = [line.strip() for line in text.strip().split("\n")]
         return ("\n" + unit.indent).join(lines)

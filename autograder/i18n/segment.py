@@ -2,7 +2,8 @@
 
 A MyST page becomes a list of pieces whose concatenation is the page, byte for byte. A ``Unit`` is one
 translatable piece of prose: a paragraph, a heading's text, one list item, one table cell, a directive's
-title; everything else (front matter, code cells and other code fences, ``$$`` math, labels, ``+++``
+title, a ``$$`` formula with English words in a ``\text{}`` (kind ``math``: the checks let only those
+words change); everything else (front matter, code cells and other code fences, other math, labels, ``+++``
 markers, directive options, list markers, the ``#`` of a heading) is a ``str`` kept verbatim. Prose
 inside a directive (``{dropdown}``, ``{note}``, ...) is split the same way, recursively.
 
@@ -35,6 +36,8 @@ _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
 _LETTER = re.compile(r"[^\W\d_]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[\w.]*")
 _STUB_COMMENT = "YOUR CODE HERE"  # nbgrader's stub in a released solution region
+# a ``$$`` formula with English words in a \text{} (a unit of kind "math": only those words translate)
+_MATH_WORDS = re.compile(r"\\text\{[^{}]*[A-Za-z]{2}[^{}]*\}")
 
 
 def normalize(text: str) -> str:
@@ -53,7 +56,7 @@ class Unit:
 
     text: str
     line: int
-    kind: str = "prose"  # "prose" (MyST), "docstring", "comment"
+    kind: str = "prose"  # "prose" (MyST), "docstring", "comment", "math" (a $$ formula with words)
     indent: str = ""  # a docstring paragraph's indentation (its translated lines get the same)
 
     @property
@@ -92,7 +95,12 @@ def split_myst(text: str, *, first_line: int = 1) -> list[Piece]:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip().endswith("$$")), i)
             if line.strip() != "$$" and line.rstrip().endswith("$$") and len(line.strip()) > 2:
                 end = i
-            pieces.append("".join(lines[i : end + 1]))
+            block = "".join(lines[i : end + 1])
+            if _MATH_WORDS.search(block):  # words in a formula (\text{model FLOPs}): the reader's language
+                core = block.strip()
+                pieces += [Unit(core, first_line + i, kind="math"), block[len(core):]]
+            else:
+                pieces.append(block)
             i = end + 1
         else:
             end = i
