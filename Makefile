@@ -52,8 +52,8 @@ $(CHP):
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
 
 ## Debian packages the tests drive: headless chromium; Slurm + munge (the one-node test cluster of
-## tests/slurm_cluster.py); bubblewrap (the grading sandbox); PostgreSQL (the service's queue on a
-## private cluster, tests/postgres_cluster.py). Each is installed only when missing.
+## tests/support/slurm_cluster.py); bubblewrap (the grading sandbox); PostgreSQL (the service's queue on a
+## private cluster, tests/support/postgres_cluster.py). Each is installed only when missing.
 SYSTEM_DEPS := chromium:chromium slurmctld:slurm-wlm slurmd:slurm-wlm munged:munge bwrap:bubblewrap \
   initdb:postgresql
 ## Fonts, as fontconfig-language:package, one per edition of course.toml: without one chromium draws
@@ -111,7 +111,7 @@ publish: $(STAMP)
 	$(BIN)/autograder publish $(DEST)
 
 lint: $(STAMP)
-	$(BIN)/ruff check autograder tests benchmarks solutions _ext
+	$(BIN)/ruff check autograder tests benchmarks solutions _ext catalogue
 
 clean:
 	rm -rf _build
@@ -128,7 +128,7 @@ tamper-golden: $(STAMP)
 parity-golden: $(STAMP)
 	cd tests && PYTHONPATH=. ../$(BIN)/python -m parity.regenerate $(SCENARIOS)
 
-## The misconceptions' signature table (tests/catalogue/misconceptions.json): every wrong catalogue
+## The misconceptions' signature table (catalogue/misconceptions.json): every wrong catalogue
 ## entry graded in process under three seeds (about 30 s); tests/test_misconceptions.py checks it is
 ## current. Run it after editing a catalogue, a grade cell or a hidden check's message.
 .PHONY: misconceptions

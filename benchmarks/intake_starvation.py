@@ -2,7 +2,7 @@
 
     python benchmarks/intake_starvation.py [--cells N] [--uploads K] [--probes P]
 
-Starts ``autograder serve`` standalone on a temporary course (``tests/service_course``), then measures
+Starts ``autograder serve`` standalone on a temporary course (``tests/support/service_course.py``), then measures
 another student's status request (``GET api/submissions/<id>``, back to back) twice in one run: quiet,
 and while a first student uploads K notebooks of N empty cells each (under the size cap; the review
 found 114,000 cells held the event loop 4.6-6.5 s per upload when nbformat ran on it). Prints p50 /
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from service_course import Service, client, make_course, right_notebook  # noqa: E402
 
 

@@ -4,7 +4,7 @@
                                       [--poll-interval S] [--worker-nice N] [--keep DIR]
                                       [--worker-processes K [--postgresql] [--faults] [--lease-s S]]
 
-Builds a temporary course (``tests/service_course.make_course``: 01_strides and 02_einops released, N
+Builds a temporary course (``tests/support/service_course.py``, ``make_course``: 01_strides and 02_einops released, N
 students s000... on the roster), starts ``autograder serve`` on it standalone (``Service``, course
 tokens, W workers), and lets every student submit one notebook in the same instant from a bounded
 asyncio client (``lean_http``: C keep-alive connections, a tenth of httpx's CPU per request): students alternate between the two assignments, four in five
@@ -27,7 +27,7 @@ run, at niceness N, the web process at this script's.
 processes, each with its own state folder as on K machines, sharing W sandboxes between them, and
 each told its share of the CPUs (``--cpus``, so that K processes do not each start the machine's
 worth of torch threads);
-``--postgresql`` puts the queue on a private PostgreSQL cluster (``tests/postgres_cluster.py``).
+``--postgresql`` puts the queue on a private PostgreSQL cluster (``tests/support/postgres_cluster.py``).
 ``--faults`` (K >= 3): mid-burst the first worker's machine dies (``kill -9`` of its process group
 while a notebook runs), the second freezes (SIGSTOP for 2.5 leases while a notebook runs, then SIGCONT:
 its late results must be refused), and the last starts only after the kill. Then nothing may be
@@ -59,7 +59,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from lean_http import LeanClient, LeanHTTPError  # noqa: E402

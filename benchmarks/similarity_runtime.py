@@ -23,6 +23,7 @@ import nbformat
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))  # conftest's helpers
 
 import test_similarity as styles  # noqa: E402
 

@@ -11,7 +11,7 @@ queueing (submitted -> started on its node) and the node's setup (started -> fir
 warm template and the sandboxes import torch). Checks that every grade cell scores the same in both
 gradebooks (exit status 1 if not).
 
-Without ``--existing-cluster`` it starts the one-node test cluster of ``tests/slurm_cluster.py`` on
+Without ``--existing-cluster`` it starts the one-node test cluster of ``tests/support/slurm_cluster.py`` on
 this machine (root, Debian's slurm-wlm and munge) and stops it at the end; the ratio then measures the
 queueing and per-chunk set-up cost only, since both runs share the same CPUs. With it, it uses the
 cluster that ``sinfo`` reaches (the class must sit on a file system the nodes share: ``--keep DIR``).
@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from autograde_throughput import build_class, scores  # noqa: E402
 

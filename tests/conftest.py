@@ -1,7 +1,7 @@
 """Shared fixtures for the test suite.
 
 Fixtures (all session-scoped unless noted):
-- ``course_root``: the repository root (holds nbgrader_config.py, solutions/, exercises/, tests/catalogue/).
+- ``course_root``: the repository root (holds nbgrader_config.py, solutions/, exercises/, catalogue/).
 - ``assignments``: the assignments that have a source, a committed release and a catalogue.
 - ``graded_catalogue_course``: a temporary copy of the course where every assignment in ``assignments``
   was released, the reference solution and every catalogue entry submitted as a student, and ONE
@@ -17,7 +17,7 @@ Fixtures (all session-scoped unless noted):
   the Slurm grading test with a run on the cluster.
 - ``browser_context`` / ``page`` (module / function scope): headless chromium with a fresh profile, and
   a fresh tab with its problems watched, for modules that define a ``site_url`` fixture.
-- ``slurm_cluster``: a real one-node Slurm cluster on localhost (``tests/slurm_cluster.py``), started
+- ``slurm_cluster``: a real one-node Slurm cluster on localhost (``tests/support/slurm_cluster.py``), started
   on first use and torn down, with no daemon left, at the end of the session.
 """
 

@@ -1,6 +1,6 @@
 """Forbidden APIs that hold (issue 27): the evasion catalogue graded with the real sandbox.
 
-Every entry of ``tests/evasions/<assignment>.py`` reaches torch's AdaGrad by one route (an alias, a
+Every entry of ``catalogue/evasions/<assignment>.py`` reaches torch's AdaGrad by one route (an alias, a
 computed ``getattr``, ``importlib``, ``sys.modules``, ``gc``, a thread, a pickle, a fresh interpreter,
 the source read back, a companion file...). The class is graded twice, as the course setting allows:
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reaso
 
 
 def _catalogue() -> tuple[list[dict], list[dict]]:
-    spec = importlib.util.spec_from_file_location("evasions_04", ROOT / "tests" / "evasions" / f"{ASSIGNMENT}.py")
+    spec = importlib.util.spec_from_file_location("evasions_04", ROOT / "catalogue" / "evasions" / f"{ASSIGNMENT}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""``autograder grade --executor slurm`` on the real one-node cluster of ``tests/slurm_cluster.py``.
+"""``autograder grade --executor slurm`` on the real one-node cluster of ``tests/support/slurm_cluster.py``.
 
 The whole exercise catalogue (the reference and every wrong or alternative implementation of the six
 exercises) is graded twice from identical copies: locally (the session fixture

@@ -47,7 +47,7 @@ def test_every_gpu_exercise_of_the_manifest_is_tested_here():
 
 
 def _catalogue(assignment: str) -> dict:
-    return runpy.run_path(str(ROOT / "tests" / "catalogue" / f"{assignment}.py"))
+    return runpy.run_path(str(ROOT / "catalogue" / f"{assignment}.py"))
 
 
 def _entries(kind: str) -> list:

@@ -1,7 +1,7 @@
 """A zh-TW notebook grades exactly as its English twin, through `autograder collect` and `grade`.
 
 For every exercise four students hand in: the reference and the first wrong variant of its catalogue
-(tests/catalogue/), each once from the English release and once from the zh-TW release
+(catalogue/), each once from the English release and once from the zh-TW release
 (``NN_name.zh-TW.ipynb``, docstrings in Chinese). One gradebook grades them all; every grade cell must
 score the same in both languages. Also: what collect does with an edition's file name.
 """

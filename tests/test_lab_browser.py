@@ -407,7 +407,7 @@ def test_wrong_implementation_shows_the_failing_test_message(browser_context, la
     wrong, _ = samples.load_catalogue(ASSIGNMENT, course_root=REPO_ROOT)
     entry = next((e for e in wrong if e["name"] == WRONG_ENTRY), None)
     assert entry is not None, (
-        f"tests/catalogue/{ASSIGNMENT}.py has no WRONG entry named {WRONG_ENTRY!r}"
+        f"catalogue/{ASSIGNMENT}.py has no WRONG entry named {WRONG_ENTRY!r}"
     )
     (function, code), *more = entry["replace"].items()
     assert not more, f"{WRONG_ENTRY}: pick a catalogue entry that replaces one function"

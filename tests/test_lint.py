@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LINTED = ["autograder", "tests", "benchmarks", "solutions", "_ext"]
+LINTED = ["autograder", "tests", "benchmarks", "solutions", "_ext", "catalogue"]
 
 
 def test_ruff_is_clean():

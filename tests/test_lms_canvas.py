@@ -1,4 +1,4 @@
-"""``autograder lms canvas`` and ``autograder lms csv`` against a local fake Canvas (tests/fake_canvas.py),
+"""``autograder lms canvas`` and ``autograder lms csv`` against a local fake Canvas (tests/support/fake_canvas.py),
 through the real canvasapi and a real nbgrader gradebook: a dry run writes nothing, apply makes Canvas
 equal the gradebook and a second apply writes nothing, throttling and 5xx are waited out, and every
 refusal (token, scale, the matching field, the assignment mapping) comes before any write."""
@@ -10,13 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_canvas import FakeCanvas, Fault, canvas_user
 
 from autograder.cli import main
 from autograder.course.nbgrader import Course, load_course
 from autograder.errors import CourseError
 from autograder.lms.canvas import EXCUSED, NOT_IN_CANVAS, SET, UNCHANGED, sync
 from autograder.lms.options import CanvasOptions
-from tests.fake_canvas import FakeCanvas, Fault, canvas_user
 
 # gradebook: student id -> (first, last, email, {assignment: (score of cell a, score of cell b)})
 CLASS = {

@@ -1,7 +1,7 @@
 """Issue 41, after grading: a check the grading machine did not run (a GPU check graded without a GPU and
 without --allow-cpu: ``NeedsGPU``) is never a silent score, and the other after-grading rough edges.
 
-One toy course (tests/autograder_toy.py: four grade cells, ``test_total_gpu`` a GPU-only check) is
+One toy course (tests/support/autograder_toy.py: four grade cells, ``test_total_gpu`` a GPU-only check) is
 graded for real by ``autograder grade`` with CUDA hidden and no ``--allow-cpu``:
 
 - alice and bob: the reference (bob a copy of alice, written longer so similarity can judge it);

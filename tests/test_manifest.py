@@ -71,7 +71,7 @@ def test_no_other_file_keeps_its_own_list():
 def test_every_exercise_has_its_files_and_its_chapter_links_to_it(exercise):
     assert source.source_path(exercise.name, course_root=ROOT).is_file()
     assert (ROOT / "autograder" / "hidden" / f"{exercise.hidden}.py").is_file()
-    assert (ROOT / "tests" / "catalogue" / f"{exercise.name}.py").is_file()
+    assert (ROOT / "catalogue" / f"{exercise.name}.py").is_file()
     for language in COURSE.languages:
         assert (ROOT / "locales" / language.gettext / "exercises" / f"{exercise.name}.po").is_file()
     calls = gpu_check.hidden_calls(exercise.name, ROOT)

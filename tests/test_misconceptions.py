@@ -1,7 +1,7 @@
 """Named misconceptions (issue 28): the signature table, and naming on wrong implementations it never saw.
 
-The table (tests/catalogue/misconceptions.json) is built from the catalogue's wrong entries; the
-held-out check uses tests/misconception_variants.py, the same mistakes written again in other styles,
+The table (catalogue/misconceptions.json) is built from the catalogue's wrong entries; the
+held-out check uses tests/support/misconception_variants.py, the same mistakes written again in other styles,
 graded under a seed the table was not built with. Most of them must be named with their catalogue
 entry's misconception; no passing submission (the reference, the catalogue's correct variants) may be
 named at all. End to end: ``autograder grade`` (sandboxed, as a course grades) then ``autograder

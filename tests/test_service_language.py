@@ -8,10 +8,10 @@ from datetime import datetime
 
 import httpx
 import pytest
+from service_course import make_course
 
 from autograder.service import language
 from autograder.service.store import Store
-from tests.service_course import make_course
 from tests.test_service_intake import real_web_app, settings_with
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)

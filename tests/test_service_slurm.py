@@ -1,5 +1,5 @@
 """The service's worker with ``--executor slurm``: queued submissions graded as a batch on the real
-one-node cluster (``tests/slurm_cluster.py``), each result recorded once, scores as local grading."""
+one-node cluster (``tests/support/slurm_cluster.py``), each result recorded once, scores as local grading."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``autograder similarity`` on a class it has never seen (issue 28, "Done when").
 
 The default threshold was chosen on tests/test_similarity.py's class; here other honest AdaGrads,
-other planted copies and another library paste (tests/similarity_variants.py), with blank notebooks
+other planted copies and another library paste (tests/support/similarity_variants.py), with blank notebooks
 and one that only adds a comment to the release. Every planted pair must be reported for the cell it
 copied, no honest pair, no blank one, and the paste against ``(library)``.
 """

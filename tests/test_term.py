@@ -1,5 +1,5 @@
 """The instructor guide is the test (issue 41): a scripted term of 30 students over the six exercises runs
-the guide's own command blocks in order (``tests/term.py``), with a real nbgrader exchange, LMS zips, the
+the guide's own command blocks in order (``tests/support/term.py``), with a real nbgrader exchange, LMS zips, the
 feedback service standalone, a fake Canvas, a late submission, an extension, resubmissions through every
 channel, the GPU exercises on a machine without a GPU, and a grade cell fixed mid-term with a regrade
 preview; the gradebook is checked against the expected grade of record after every step. Once as root,

@@ -55,7 +55,7 @@ LECTURE_GLOBS = ("intro.md", "chapters/*.md", "chapters/*.py")  # the pages and 
 MIN_CHARS = 16
 # Text that only the instructor's material holds (region markers, the hidden checks' import path).
 INSTRUCTOR_ONLY_TEXT = (
-    *(m.removeprefix("### ") for m in SOLUTION_MARKERS), *HIDDEN_SOURCE_TEXT, "tests/catalogue",
+    *(m.removeprefix("### ") for m in SOLUTION_MARKERS), *HIDDEN_SOURCE_TEXT, "catalogue/",
     *STAFF_ONLY_MARKS,  # a class report copied out of reports/ (autograder.authoring.staff_only)
 )
 # File or folder names that belong to the instructor's repository only (any path component).

@@ -5,7 +5,7 @@
   from the translated release, the reference code's docstrings and comments translated as there.
 - ``student_notebook(a, replace)``: the same with extra code appended to the solution cell that defines
   each replaced function or class (so it overrides the reference definition).
-- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``tests/catalogue/<a>.py`` (loaded by file path);
+- ``load_catalogue(a)``: ``(WRONG, CORRECT)`` from ``catalogue/<a>.py`` (loaded by file path);
   each wrong entry names its ``misconception`` (what ``autograder report`` calls it).
 - ``grade_in_process(a, replace, seed=...)``: the whole source run as a kernel would, without nbgrader:
   each grade cell's error or None (the signature table of ``autograder.reports.misconceptions``).
@@ -39,7 +39,7 @@ from autograder.i18n.pages import translated_notebook
 from autograder.i18n.render import render
 from autograder.i18n.segment import split_python
 
-CATALOGUE_DIR = Path("tests") / "catalogue"
+CATALOGUE_DIR = Path("catalogue")  # product data: the course's catalogue, beside solutions/
 REFERENCE_STUDENT = "reference"
 
 
@@ -108,7 +108,7 @@ def _defining_cell(nb: NotebookNode, name: str) -> NotebookNode | None:
 
 
 def load_catalogue(assignment: str, *, course_root: Path = Path(".")) -> tuple[list[dict], list[dict]]:
-    """``(WRONG, CORRECT)`` from ``tests/catalogue/<assignment>.py``, checked for the documented shape."""
+    """``(WRONG, CORRECT)`` from ``catalogue/<assignment>.py``, checked for the documented shape."""
     _check_assignment(assignment)
     path = Path(course_root) / CATALOGUE_DIR / f"{assignment}.py"
     if not path.is_file():
@@ -165,7 +165,7 @@ def write_catalogue_submissions(
     """Submit the reference and every catalogue entry of ``assignment`` into ``course_root/submitted``.
 
     The notebooks are built from the source and release inside ``course_root``; the catalogue is read
-    from ``catalogue_root/tests/catalogue`` (default ``course_root``), e.g. the repository when
+    from ``catalogue_root/catalogue`` (default ``course_root``), e.g. the repository when
     ``course_root`` is a temporary copy of the course.
     Returns student id -> ``{"kind": "reference" | "wrong" | "correct", "entry": <catalogue dict or None>}``.
     """

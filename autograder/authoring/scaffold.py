@@ -4,7 +4,7 @@ Writes, and refuses to overwrite any of them:
 
     solutions/NN_name/NN_name.py          the source: one solution cell and its grade cell (a start)
     autograder/hidden/<module>.py         its hidden check, against torch
-    tests/catalogue/NN_name.py            one wrong implementation and one correct variant
+    catalogue/NN_name.py                  one wrong implementation and one correct variant
     locales/<lang>/exercises/NN_name.po   each edition's catalogue, every unit still to translate
     locales/<lang>/_toc.po                 brought in step with the new outline
 
@@ -31,7 +31,7 @@ from autograder.course.source import (
 )
 from autograder.errors import AutograderError
 
-CATALOGUE_DIR = Path("tests") / "catalogue"
+CATALOGUE_DIR = Path("catalogue")  # autograder.authoring.samples.CATALOGUE_DIR
 
 
 class ScaffoldError(AutograderError):
@@ -126,7 +126,7 @@ def catalogue_text(exercise: manifest.Exercise) -> str:
 
 Loaded by file path (autograder.authoring.samples.load_catalogue). ``replace`` code is appended to the solution
 cell that defines the name; ``breaks`` lists the grade cells that must lose points (and only those);
-``misconception`` is the mistake's name in ``autograder report`` (tests/catalogue/misconceptions.json,
+``misconception`` is the mistake's name in ``autograder report`` (catalogue/misconceptions.json,
 ``python -m autograder.reports.misconceptions``).
 """
 

@@ -51,7 +51,7 @@ MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
 MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
 FEEDBACK_SOURCE = "autograder/reports/feedback_misconception.py"
-MISCONCEPTION_TABLE = "tests/catalogue/misconceptions.json"  # autograder.reports.misconceptions.TABLE
+MISCONCEPTION_TABLE = "catalogue/misconceptions.json"  # autograder.reports.misconceptions.TABLE
 # the feedback service's student pages: every ``_("...")`` (one whole sentence, ``{field}``
 # placeholders filled in after translation: autograder.service.language)
 SERVICE_PAGES = ("autograder/service/web.py", "autograder/service/templates/*.html")

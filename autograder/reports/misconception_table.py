@@ -1,9 +1,9 @@
 """The signature table of ``autograder.reports.misconceptions``: ``python -m autograder.reports.misconception_table``.
 
-Grades every wrong implementation of the catalogue (``tests/catalogue/<assignment>.py``) in this
+Grades every wrong implementation of the catalogue (``catalogue/<assignment>.py``) in this
 process, the whole source top to bottom as a kernel would (``samples.grade_in_process``), under each
 of ``misconceptions.SEEDS``, and writes what each grade cell showed to
-``tests/catalogue/misconceptions.json`` (``--check``: exit 1 when the committed file differs).
+``catalogue/misconceptions.json`` (``--check``: exit 1 when the committed file differs).
 Trusted code only (the catalogue is the instructor's); about 30 s for the six exercises. Kept apart
 from ``autograder.reports.misconceptions`` so that the report never imports the sample machinery.
 """
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed table is stale")
     args = parser.parse_args(argv)
     root = args.course_root
-    assignments = [a for a in ASSIGNMENTS if (root / "tests" / "catalogue" / f"{a}.py").is_file()]
+    assignments = [a for a in ASSIGNMENTS if (root / samples.CATALOGUE_DIR / f"{a}.py").is_file()]
     table = build_table(assignments, course_root=root)
     path = root / TABLE
     if args.check:

@@ -1,6 +1,6 @@
 """Named misconceptions: which catalogue mistake a failing submission's grade cells look like.
 
-Every wrong implementation of the catalogue (``tests/catalogue/<assignment>.py``) carries a
+Every wrong implementation of the catalogue (``catalogue/<assignment>.py``) carries a
 ``misconception``, a short human name ("eps inside the square root"). Graded, each one leaves a
 *signature*: for every grade cell it fails, the error it shows there, read two ways,
 
@@ -10,7 +10,7 @@ Every wrong implementation of the catalogue (``tests/catalogue/<assignment>.py``
   value itself, which a visible test's fixed inputs reproduce exactly and a hidden check's random
   ones do not (the table keeps a value only where it is the same under every seed).
 
-The *signature table* (``tests/catalogue/misconceptions.json``, generated: ``make misconceptions``,
+The *signature table* (``catalogue/misconceptions.json``, generated: ``make misconceptions``,
 checked current by tests/test_misconceptions.py) holds each wrong entry's signature, graded in
 process under ``SEEDS``. At report time a failing submission's signature, read from its autograded
 notebook, is compared with every entry of its assignment's table:
@@ -42,7 +42,7 @@ import nbformat
 from autograder.course.nbgrader import Course
 from autograder.machine_limits import is_not_run_output, not_run_in_notebooks
 
-TABLE = Path("tests") / "catalogue" / "misconceptions.json"
+TABLE = Path("catalogue") / "misconceptions.json"
 SEEDS = (11, 222, 3333)
 FAIL, KIND, VALUE = 1.0, 1.0, 2.0  # points per failing cell (module docstring)
 MIN_SIMILARITY = 0.5  # below it nothing is named (tests/test_misconceptions.py: held-out variants)
@@ -165,7 +165,7 @@ def write_table(table: Mapping[str, Any], path: Path) -> Path:
 
 
 def load_table(course_root: Path) -> dict[str, list[Entry]]:
-    """assignment -> its entries, from ``<course>/tests/catalogue/misconceptions.json`` ({} if none)."""
+    """assignment -> its entries, from ``<course>/catalogue/misconceptions.json`` ({} if none)."""
     path = Path(course_root) / TABLE
     if not path.is_file():
         return {}

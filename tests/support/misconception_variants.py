@@ -3,7 +3,7 @@ other styles (other loops, other library calls, other names), for tests/test_mis
 
 Each variant names the catalogue entry whose mistake it makes (``same_as``); ``replace`` is appended
 to the solution cell defining the name, as in the catalogue. None of them is in
-tests/catalogue/misconceptions.json: naming them is the held-out test of ``autograder.reports.misconceptions``.
+catalogue/misconceptions.json: naming them is the held-out test of ``autograder.reports.misconceptions``.
 """
 
 VARIANTS = {

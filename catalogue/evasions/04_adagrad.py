@@ -1,6 +1,6 @@
 """Evasion catalogue for 04_adagrad: each entry reaches torch's AdaGrad by one route (issue 27).
 
-Loaded by file path like ``tests/catalogue/``. ``replace`` code is the whole solution cell that
+Loaded by file path like ``catalogue/``. ``replace`` code is the whole solution cell that
 defines the name (the rest of the notebook is the reference solution); ``companions`` are files
 submitted next to the notebook (text, or a dict of zip members). A ``.py`` next to the notebook is never
 staged in this course (``CourseDirectory.ignore`` has ``*.py``: the sources hold the solutions), so the

@@ -19,7 +19,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder.authoring.release import nbgrader_environment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "toy"
 SQUARE = "def square(x):\n    return x * x\n"
 TOTAL = "def total(values):\n    return sum(values)\n"

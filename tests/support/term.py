@@ -11,7 +11,7 @@ The guide marks each command block a term runs with an HTML comment right above 
 Canvas and student homes, as root or as an unprivileged user (``nobody``, reaching this repository's
 environment through a private mount namespace). Students' answers are drawn from the reference solutions,
 the released notebooks (blank) and the catalogue's wrong implementations whose failed grade cells are the
-same under every seed (``tests/catalogue/misconceptions.json``), so each student's grade of record is
+same under every seed (``catalogue/misconceptions.json``), so each student's grade of record is
 known before grading.
 """
 
@@ -41,7 +41,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.authoring import samples
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide"
 STUDENT_PAGE = ROOT / "docs" / "students.md"
 COURSE_ID = "cs336-resource-accounting"
@@ -104,7 +104,7 @@ def gpu_cells(assignment: str) -> set[str]:
 
 def deterministic_wrong(assignment: str) -> list[tuple[dict, set[str]]]:
     """Catalogue entries whose failed grade cells are the same under every seed, with those cells."""
-    table = json.loads((ROOT / "tests" / "catalogue" / "misconceptions.json").read_text())["assignments"]
+    table = json.loads((ROOT / "catalogue" / "misconceptions.json").read_text())["assignments"]
     signatures = {row["name"]: row["cells"] for row in table[assignment]}
     wrong, _ = samples.load_catalogue(assignment, course_root=ROOT)
     chosen = []

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 

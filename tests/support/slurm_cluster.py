@@ -174,7 +174,7 @@ def write_config(root: Path) -> tuple[Path, dict[str, str]]:
     cpus = int(hardware["CPUs"])
     node = " ".join(f"{k}={v}" for k, v in hardware.items())
     conf.write_text(f"""\
-# A one-node test cluster written by tests/slurm_cluster.py.
+# A one-node test cluster written by tests/support/slurm_cluster.py.
 ClusterName=autograder-test
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={_free_port()}

@@ -20,7 +20,7 @@ from autograder.authoring import samples
 from autograder.authoring.release import copy_course, nbgrader_environment, release
 from autograder.course.nbgrader import load_course
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = ("01_strides", "02_einops")
 STUDENTS = ("alice", "bob", "carol")
 
