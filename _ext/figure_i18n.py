@@ -18,6 +18,15 @@ again:
    f-string label), drawn with a CJK font (``make system-deps`` installs fonts-noto-cjk) and saved
    over the English PNG, the texts it shows in the PNG's ``Description``. Without a capture or a CJK
    font the English figure stays, and the build log says how many were translated.
+
+The count is honest: a figure is translated when no text it shows keeps an English word (a lower-case
+word of 3 or more letters outside ``$...$``: "AdamW state", not "AdamW", "ZeRO-3" or "$2^{10}$"). A
+text with no entry, or a field of an f-string entry whose value has none, is English left: listed in
+the PNG's ``English`` metadata and in the build log ("figures: 13 drawn, 11 translated, English left
+in 2: ..."), which ``tests/test_i18n_review5.py`` reads. A field's value of one word is a name the
+code passes (GPT-2 "small", "float32"), not English left. A field's value is translated when it has an
+entry of its own, and an entry that begins with punctuation (``", 1 thread"``, a piece the code adds
+to a title) is replaced inside a field's value.
 """
 
 from __future__ import annotations
@@ -83,20 +92,46 @@ def _pattern(english: str) -> re.Pattern:
     return re.compile("(.*)".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)  # greedy: "{0} ({1} FLOP/B)"
 
 
+ENGLISH_WORD = re.compile(r"(?<![\w.])[a-z]{3,}(?![\w(])")  # prose: "state", not float32 or AdamW
+
+
+def english_words(text: str) -> list[str]:
+    """The English prose words of a figure text (math ``$...$`` aside)."""
+    return ENGLISH_WORD.findall(re.sub(r"\$[^$]*\$", " ", text))
+
+
 def translator(translations: dict[str, str]):
-    """``text -> translation or None``: an exact entry, or one whose ``{n}`` match any text."""
+    """``text -> translation or None``: an exact entry, or one whose ``{n}`` match any text (each
+    field's value translated by its own entry, or by the entries that begin with punctuation found
+    inside it). ``translate.left(text)``: the English words the translation keeps that its entries
+    did not choose to keep (module docstring)."""
     patterns = [(_pattern(en), zh) for en, zh in translations.items() if re.search(r"\{\d+\}", en)]
+    pieces = sorted(((en, zh) for en, zh in translations.items() if re.match(r"\W", en) and en.strip()),
+                    key=lambda pair: -len(pair[0]))
+
+    def field(value: str) -> tuple[str, list[str]]:
+        if value in translations:
+            return translations[value], []
+        for en, zh in pieces:
+            value = value.replace(en, zh)
+        # one word is a name the code passes (GPT-2 "small", "float32", "autocast"); words are prose
+        return value, english_words(value) if re.search(r"\s", value.strip()) else []
+
+    def match(text: str) -> tuple[str | None, list[str]]:
+        if text in translations:
+            return translations[text], []
+        for pattern, zh in patterns:
+            found = pattern.match(text)
+            if found:
+                fields = [field(value) for value in found.groups()]
+                shown = re.sub(r"\{(\d+)\}", lambda m, fields=fields: fields[int(m.group(1))][0], zh)
+                return shown, [w for _, left in fields for w in left]
+        return None, english_words(text)
 
     def translate(text: str) -> str | None:
-        if text in translations:
-            return translations[text]
-        for pattern, zh in patterns:
-            match = pattern.match(text)
-            if match:
-                fields = match.groups()
-                return re.sub(r"\{(\d+)\}", lambda m, fields=fields: fields[int(m.group(1))], zh)
-        return None
+        return match(text)[0]
 
+    translate.left = lambda text: match(text)[1]
     return translate
 
 
@@ -132,10 +167,12 @@ def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[
 
     figure, kwargs = pickle.loads(capture)  # noqa: S301 - our own build's files
     FigureCanvasAgg(figure)
-    shown = []
+    shown, left = [], []
     for text in figure.findobj(Text):
         english = text.get_text()
         zh = translate(english) if english else None
+        if english and getattr(translate, "left", None):
+            left += [english] if translate.left(english) else []
         if zh is not None:
             text.set_text(zh)
         if text.get_text():
@@ -144,8 +181,18 @@ def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[
     out = io.BytesIO()
     options = {"format": "png", "facecolor": figure.get_facecolor(), "edgecolor": figure.get_edgecolor(),
                "dpi": figure.dpi, "bbox_inches": kwargs.get("bbox_inches", "tight")}
-    figure.savefig(out, metadata={"Description": "\n".join(shown)}, **options)
+    left = list(dict.fromkeys(left))
+    figure.savefig(out, metadata={"Description": "\n".join(shown), "English": "\n".join(left)}, **options)
     return out.getvalue(), shown
+
+
+def english_left(png: bytes) -> list[str]:
+    """The texts a redrawn figure shows in English (its PNG's ``English`` metadata)."""
+    import io
+
+    from PIL import Image
+
+    return [t for t in Image.open(io.BytesIO(png)).text.get("English", "").split("\n") if t]
 
 
 def translate_images(app, exception) -> None:
@@ -162,7 +209,7 @@ def translate_images(app, exception) -> None:
         LOGGER.info("figures: no CJK font (make system-deps installs fonts-noto-cjk): English labels")
         return
     translate = translator(json.loads(table.read_text(encoding="utf-8")))
-    done = 0
+    done, english = 0, {}
     images = sorted(Path(app.outdir, "_images").glob("*.png"))
     for image in images:
         capture = captures / f"{image.stem.split('.')[0]}.pickle"
@@ -174,7 +221,12 @@ def translate_images(app, exception) -> None:
                 continue
             image.write_bytes(data)
             done += 1
-    LOGGER.info(f"figures: {done} of {len(images)} translated ({font})")
+            left = english_left(data)
+            if left:
+                english[image.name] = left
+    left = "".join(f"; {name}: {', '.join(map(repr, texts[:4]))}" for name, texts in english.items())
+    LOGGER.info(f"figures: {done} of {len(images)} drawn again, {done - len(english)} translated "
+                f"({font}), English left in {len(english)}{left}")
 
 
 def setup(app):

@@ -212,3 +212,81 @@ def test_the_zh_tw_formulas_have_no_english_words():
                 words = [w for w in re.findall(r"\\text\{([^{}]*)\}", formula)
                          if re.search(r"[a-z]{3}", w) and w.strip() not in ("FLOP/s",)]
                 assert not words, f"{name}: {words} in {formula[:60]!r}"
+
+
+# --- figures: English left is counted (S2; issue 45 item 4) -------------------------------------------
+
+def _capture() -> bytes:
+    import pickle
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots()
+    for name in ("AdamW state", "parameters"):
+        ax.bar([name], [1], label=name)
+    ax.set_title("measured on Intel Xeon, 1 thread")
+    ax.legend()
+    data = pickle.dumps((figure, {}))
+    plt.close(figure)
+    return data
+
+
+def _figure_i18n():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    try:
+        import figure_i18n
+    finally:
+        sys.path.remove(str(ROOT / "_ext"))
+    return figure_i18n
+
+
+def test_a_figure_that_keeps_english_says_so():
+    """Before: a legend entry drawn from a dict key ("AdamW state") stayed English and the figure
+    counted as translated. Now the PNG lists it under ``English`` and the build log counts it."""
+    ext = _figure_i18n()
+    partial = ext.translator({"parameters": "參數", "measured on {0}": "量測於 {0}"})
+    data, _ = ext.translate_figure(_capture(), partial, "DejaVu Sans")
+    assert set(ext.english_left(data)) == {"AdamW state", "measured on Intel Xeon, 1 thread"}
+    whole = ext.translator({"parameters": "參數", "measured on {0}": "量測於 {0}", "AdamW state": "AdamW 狀態",
+                            ", 1 thread": "，1 個執行緒"})
+    data, shown = ext.translate_figure(_capture(), whole, "DejaVu Sans")
+    assert ext.english_left(data) == [] and "量測於 Intel Xeon，1 個執行緒" in shown
+
+
+def test_the_figure_texts_include_what_a_figure_shows_through_a_variable():
+    from autograder.i18n.figures import figure_texts, translations
+
+    texts = {text for text, _, _ in figure_texts(ROOT)}
+    for english in ("AdamW state", "bf16 weight copies", "attention probabilities", "other activations",
+                    "fp32 + recompute", "full cross-entropy", "chunks of 64 tokens", "16 tokens x 8192² weight",
+                    "matrix-vector 8192²", "add", ", 1 thread"):
+        assert english in texts, english
+    assert texts <= set(translations(LANGUAGE, ROOT))
+
+
+def test_the_built_zh_tw_figures_keep_no_english():
+    """Every figure of a built zh-TW chapter page was drawn again and shows no English left (run
+    `make site`; the English build captures the figures the zh-TW build redraws)."""
+    import os
+    import re
+
+    from PIL import Image
+
+    html = Path(os.environ.get("ZH_TW_HTML", ROOT / "_build" / "html" / "zh-tw"))
+    pages = sorted((html / "chapters").glob("*.html"))
+    if not pages:
+        pytest.skip(f"no zh-TW build at {html}: run `make site` first")
+    problems = []
+    for page in pages:
+        for src in re.findall(r'<img[^>]+src="([^"]+_images/[^"]+\.png)"', page.read_text(encoding="utf-8")):
+            meta = Image.open(page.parent / src).text
+            if "English" not in meta:
+                problems.append(f"{page.stem}: {Path(src).name} not drawn again (English labels)")
+            elif meta["English"]:
+                problems.append(f"{page.stem}: {Path(src).name} keeps {meta['English'].splitlines()[:3]}")
+    assert not problems, "\n".join(problems)

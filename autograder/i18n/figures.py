@@ -4,7 +4,11 @@ The English is read from the pages' code cells (their only source), never typed 
 draws text (``set_xlabel``, ``set_title``, ``suptitle``, ``text``, ``legend`` ...), the string
 arguments of those calls and every ``label=``, an f-string becoming a pattern with ``{0}``, ``{1}`` ...
 for its fields (``measured on {0}``), and the lower-case words listed in the cell's list, tuple and
-dict literals (the legend entries of ``for field in ("sign", "exponent", "fraction")``). An entry's
+dict literals (the legend entries of ``for field in ("sign", "exponent", "fraction")``); and, on a page
+that draws a figure, every string of any of its cells that a figure may show through a variable: a
+dict key, a list or tuple item, a subscript, either side of ``+`` or of ``x if c else y``, with an
+English word in it (``"AdamW state": 8 * n`` drawn as a legend entry in a later cell, ``", 1 thread"``
+added to a title). A text a figure shows without a translation is reported by ``_ext/figure_i18n.py``. An entry's
 msgctxt is the hash of its English, as in the other catalogues; ``update`` keeps translations by it.
 ``_ext/figure_i18n.py`` draws the zh-TW figures with these translations (``{0}`` in a msgstr is the
 text the field had).
@@ -74,15 +78,45 @@ def cell_texts(code: str) -> list[str]:
     return [t for t in dict.fromkeys(found) if re.search(r"[A-Za-z]{2}", t)]
 
 
+_ENGLISH_WORD = re.compile(r"(?<![\w.])[a-z]{3,}(?![\w(])")  # "state", not float32 or cuda.synchronize(
+_PHRASE = re.compile(r"[A-Za-z0-9)][ -]+[A-Za-z(]|^\W")  # words with a space or a hyphen, or a piece to add
+
+
+def label_texts(code: str) -> list[str]:
+    """The strings of one code cell a figure may show through a variable (module docstring)."""
+    lines = [line for line in code.split("\n") if not line.lstrip().startswith(("%", "!", ":"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        items = node.elts if isinstance(node, ast.List | ast.Tuple | ast.Set) else \
+            [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) else \
+            [node.slice] if isinstance(node, ast.Subscript) else \
+            [node.left, node.right] if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) else \
+            [node.body, node.orelse] if isinstance(node, ast.IfExp) else []
+        texts = [t for t in map(_text, items) if t and _ENGLISH_WORD.search(t)]
+        phrases = [t for t in texts if _PHRASE.search(t)]
+        # a phrase ("AdamW state", ", 1 thread"); a single word only beside one (the roofline's
+        # operations {"add": ..., "16 tokens x 8192² weight": ...}), not a dict of settings
+        found += texts if phrases and isinstance(node, ast.Dict) else phrases
+    return list(dict.fromkeys(found))
+
+
 def figure_texts(root: Path = Path(".")) -> list[tuple[str, str, int]]:
     """``(text, page, line)`` for each figure text of the lecture pages, first occurrence only."""
     seen: dict[str, tuple[str, str, int]] = {}
     for page in sorted(Path(root).glob(PAGES)):
         source = page.read_text(encoding="utf-8")
-        for match in _CELL.finditer(source):
-            line = source.count("\n", 0, match.start()) + 1
-            for text in cell_texts(match.group(1)):
+        cells = [(m.group(1), source.count("\n", 0, m.start()) + 1) for m in _CELL.finditer(source)]
+        for code, line in cells:
+            for text in cell_texts(code):
                 seen.setdefault(text, (text, page.relative_to(root).as_posix(), line))
+        if any(cell_texts(code) for code, _ in cells):  # a page with a figure
+            for code, line in cells:
+                for text in label_texts(code):
+                    seen.setdefault(text, (text, page.relative_to(root).as_posix(), line))
     return list(seen.values())
 
 
