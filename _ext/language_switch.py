@@ -9,6 +9,9 @@ only this edition has (``language_switch_own_pages``, e.g. the zh-TW 中英術�
 For a translated edition (``language`` other than English) it also
 - adds ``_ext/locales/<language>/LC_MESSAGES/booktheme.po`` (compiled here, with Babel) to the
   theme's message catalogue: the theme strings its own catalogue lacks ("Repository", "Open issue");
+- sets the strings that are settings rather than catalogue entries (``THEME_SETTINGS``): the search
+  box's "Search this book..." (Jupyter Book's ``search_bar_text``) and myst-nb's "Show code cell
+  content" / "Hide code cell content" buttons;
 - resolves a relative ``html_search_options["dict"]`` (the jieba user dictionary the Chinese search
   segments with) against the book's folder, so the build works from any working directory;
 - replaces Sphinx's Chinese search language by one that also indexes each dictionary word wherever
@@ -35,6 +38,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 THEME_CATALOGUE = "booktheme"
+# Strings a translated edition shows that are settings, not messages: html_theme_options' search box
+# text, myst-nb's code-cell toggles ("Show code cell {type}": {type} is source/outputs/content, an
+# English word, so the edition's text has none)
+THEME_SETTINGS = {
+    "zh_TW": {"search_bar_text": "搜尋本書……", "nb_code_prompt_show": "顯示程式碼儲存格",
+              "nb_code_prompt_hide": "隱藏程式碼儲存格"},
+}
 
 
 def other_edition_url(pagename: str, href: str) -> str:
@@ -80,6 +90,13 @@ def translated_edition(app, config):
     language = config.language or "en"
     if language.startswith("en"):
         return
+    settings = THEME_SETTINGS.get(language, {})
+    if "search_bar_text" in settings:
+        config.html_theme_options = {**(config.html_theme_options or {}),
+                                     "search_bar_text": settings["search_bar_text"]}
+    for name in ("nb_code_prompt_show", "nb_code_prompt_hide"):
+        if name in settings and name in config:
+            setattr(config, name, settings[name])
     compiled = compile_theme_catalogue(language, Path(app.doctreedir) / "theme-locales")
     if compiled is not None:
         app.add_message_catalog(THEME_CATALOGUE, str(compiled))

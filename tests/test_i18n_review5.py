@@ -290,3 +290,47 @@ def test_the_built_zh_tw_figures_keep_no_english():
             elif meta["English"]:
                 problems.append(f"{page.stem}: {Path(src).name} keeps {meta['English'].splitlines()[:3]}")
     assert not problems, "\n".join(problems)
+
+
+# --- a test cell's print() lines in the zh-TW notebooks (S3; issue 45 item 4) -------------------------
+
+def test_a_test_cells_print_line_shows_in_chinese():
+    """Grade cells stay byte-identical to the English ones; the zh-TW notebook's message hook shows
+    their print() lines ("no GPU here: ...") in Chinese, and any other line as it is."""
+    import builtins
+    import contextlib
+    import io
+
+    from autograder.i18n.messages import kernel_hook
+
+    hook = kernel_hook(ROOT / "solutions" / "05_get_batch" / "05_get_batch.py", LANGUAGE, ROOT)
+    assert hook is not None
+    printed = builtins.print
+    out = io.StringIO()
+    try:
+        exec(compile(hook, "hook", "exec"), {})  # noqa: S102 - the hook the notebook runs
+        with contextlib.redirect_stdout(out):
+            print("no GPU here: the grader runs this check on a GPU runner")
+            print("unavailable device 'cuda:0' raised RuntimeError: no CUDA")
+            print("a student's own line")
+    finally:
+        builtins.print = printed
+    assert out.getvalue().splitlines() == [
+        "這裡沒有 GPU：評分程式會在有 GPU 的執行機上執行這項檢查",
+        "無法使用的裝置 'cuda:0' 引發了 RuntimeError：no CUDA",
+        "a student's own line"]
+
+
+def test_the_theme_settings_are_chinese_on_the_built_site():
+    """The search box and the code cells' show/hide buttons: settings, not catalogue entries
+    (_ext/language_switch.py THEME_SETTINGS)."""
+    import os
+
+    html = Path(os.environ.get("ZH_TW_HTML", ROOT / "_build" / "html" / "zh-tw"))
+    page = html / "chapters" / "00_napkin_math.html"
+    if not page.is_file():
+        pytest.skip(f"no zh-TW build at {html}: run `make site` first")
+    text = page.read_text(encoding="utf-8")
+    for english in ("Search this book", "Show code cell", "Hide code cell"):
+        assert english not in text, english
+    assert "搜尋本書" in text and "顯示程式碼儲存格" in text

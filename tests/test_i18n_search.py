@@ -88,8 +88,12 @@ def _search_index() -> dict:
 
 
 def _article_text(docname: str) -> str:
+    """The page's text as the index sees it: the article, without the code cells' show/hide buttons
+    (顯示程式碼儲存格: the theme's, not the page's)."""
     text = (ZH_HTML / f"{docname}.html").read_text(encoding="utf-8")
-    return re.sub(r"<[^>]+>", "", text[text.index("<article"):text.index("</article>")])
+    article = re.sub(r"<summary\b.*?</summary>", "", text[text.index("<article"):text.index("</article>")],
+                     flags=re.DOTALL)
+    return re.sub(r"<[^>]+>", "", article)
 
 
 def found_by_search(index: dict, word: str) -> set[str]:

@@ -5,7 +5,9 @@ The English is never typed twice: the templates are read with ``ast`` from where
     autograder/hidden/*.py     the message argument of ``expect(cond, msg)``, ``AssertionError(msg)``,
                                ``HiddenCheckFailed(msg)`` and the ``what`` of ``expect_equal`` (and
                                what is assigned to a name ``message``/``what``), f-strings included
-    solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells
+    solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells,
+                               and the text of their ``print`` calls (shown in the zh-TW notebook
+                               through the same hook)
     autograder/reports/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
     tests/catalogue/misconceptions.json    the misconception names it shows (the signature table's)
 
@@ -134,9 +136,10 @@ def _name(func: ast.AST) -> str | None:
         else None
 
 
-def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool = False
-                   ) -> list[Template]:
-    """The message templates of one piece of Python (module docstring); unparsable code has none."""
+def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool = False,
+                   prints: bool = False) -> list[Template]:
+    """The message templates of one piece of Python (module docstring); unparsable code has none.
+    ``prints``: a ``print`` call's text too (a grade cell's lines a student reads: "no GPU here: ...")."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -149,6 +152,8 @@ def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool 
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and asserts:
             add(node.msg, node.lineno)
+        elif prints and isinstance(node, ast.Call) and _name(node.func) == "print" and node.args:
+            add(node.args[0], node.lineno)
         elif isinstance(node, ast.Call) and _name(node.func) in MESSAGE_CALLS:
             index = MESSAGE_CALLS[_name(node.func) or ""]
             add(node.args[index] if len(node.args) > index else None, node.lineno)
@@ -215,7 +220,7 @@ def visible_templates(assignment_source: Path, where: str) -> list[Template]:
         if cell.kind == "code" and cell.meta.get("grade"):
             code = "\n".join("" if region == "hidden test" else line  # blank: lines keep numbers
                              for _, line, region in regions(cell.source.split("\n")))
-            found += code_templates(code, where, cell.line, asserts=True)
+            found += code_templates(code, where, cell.line, asserts=True, prints=True)
     return found
 
 
@@ -257,7 +262,7 @@ def templates(root: Path | None = None) -> list[Template]:
         rel = path.relative_to(root).as_posix()
         for cell in read_source_cells(path):
             if cell.kind == "code" and cell.meta.get("grade"):
-                found += code_templates(cell.source, rel, cell.line, asserts=True)
+                found += code_templates(cell.source, rel, cell.line, asserts=True, prints=True)
     for path in sorted(root.glob(SOURCES_GLOB)):  # what ForbiddenAPI says where a rule removes code
         from autograder import forbidden
 
@@ -513,6 +518,16 @@ def _course_messages(table):
         get_ipython().set_custom_exc((AssertionError,), show)
     except NameError:
         pass
+
+    import builtins
+    shown = builtins.print
+
+    def print_(*args, **kwargs):  # a test cell's own line ("no GPU here: ..."); any other as it is
+        if len(args) == 1 and isinstance(args[0], str) and kwargs.get("file") is None:
+            args = (translate(args[0]),)
+        shown(*args, **kwargs)
+
+    builtins.print = print_
 
 
 _course_messages({table})
