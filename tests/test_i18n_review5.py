@@ -334,3 +334,14 @@ def test_the_theme_settings_are_chinese_on_the_built_site():
     for english in ("Search this book", "Show code cell", "Hide code cell"):
         assert english not in text, english
     assert "搜尋本書" in text and "顯示程式碼儲存格" in text
+
+
+def test_the_terminology_page_speaks_to_a_reader():
+    """S7: the 中英術語對照 page was written for maintainers (file names, the check command, a column
+    of retired renderings)."""
+    from autograder.i18n.pages import terminology_page
+
+    page = terminology_page(LANGUAGE, ROOT)
+    for maintainers in ("glossary.tsv", "python -m", "不再使用"):
+        assert maintainers not in page, maintainers
+    assert "| 張量（tensor） |" in page.replace("| tensor | 張量 | 張量（tensor） |", "| 張量（tensor） |")

@@ -200,19 +200,19 @@ def search_words(language: str, root: Path) -> list[str]:
 
 
 def terminology_page(language: str, root: Path) -> str:
-    """The 中英術語對照 page: one row per glossary term, the English, the word this edition uses
-    and, where there is one, its first-use form and the renderings it replaced."""
+    """The 中英術語對照 page, written for a reader: one row per glossary term, the English, the word
+    this edition uses and, where there is one, the form its first use on a page takes (the renderings
+    a term replaced are for maintainers: they stay in ``glossary.tsv``)."""
     rows = []
     for term in sorted(_glossary(language, root), key=lambda t: t.english.lower()):
         first = f"{term.target}（{term.first}）" if term.first else ""
-        retired = "、".join(term.retired)
-        rows.append(f"| {term.english} | {term.target} | {first} | {retired} |")
+        rows.append(f"| {term.english} | {term.target} | {first} |")
     return "\n".join([
         "# 中英術語對照", "",
-        "本版譯文的用語表，由 `locales/zh_TW/glossary.tsv` 產生：每個英文術語在所有頁面與練習中只用一種譯法"
-        "（`python -m autograder.i18n check` 會檢查）。標有「首次出現」寫法的術語，在每一頁第一次出現時都附上英文"
-        "（或中文說明）；「不再使用」一欄列出已統一掉的舊譯法。程式碼中的識別字一律不翻譯。", "",
-        "| English | 本版用語 | 首次出現 | 不再使用 |", "| --- | --- | --- | --- |", *rows, ""])
+        "讀英文資料、論文或 PyTorch 文件時，可以用這張表找到本書中文用語對應的英文。每個術語在所有頁面與練習中"
+        "只用一種譯法；標有「首次出現」寫法的術語，在每一頁第一次出現時都附上英文（或中文說明）。"
+        "程式碼中的識別字一律不翻譯。", "",
+        "| English | 本版用語 | 首次出現 |", "| --- | --- | --- |", *rows, ""])
 
 
 def _with_note(text: str, note: Path) -> str:
