@@ -9,6 +9,8 @@ only this edition has (``language_switch_own_pages``, e.g. the zh-TW 中英術�
 For a translated edition (``language`` other than English) it also
 - adds ``_ext/locales/<language>/LC_MESSAGES/booktheme.po`` (compiled here, with Babel) to the
   theme's message catalogue: the theme strings its own catalogue lacks ("Repository", "Open issue");
+- puts ``_ext/locales/<language>/LC_MESSAGES/sphinx.po`` ahead of pydata-sphinx-theme's entries
+  ("On this page": its zh catalogue is Simplified; "Color mode": it has none);
 - sets the strings that are settings rather than catalogue entries (``THEME_SETTINGS``): the search
   box's "Search this book..." (Jupyter Book's ``search_bar_text``) and myst-nb's "Show code cell
   content" / "Hide code cell content" buttons;
@@ -67,15 +69,15 @@ def add_switch(app, pagename, templatename, context, doctree):
         context["body"] = f'<p class="language-switch-bar">{" · ".join(links)}</p>\n' + context["body"]
 
 
-def compile_theme_catalogue(language: str, into: Path) -> Path | None:
-    """``into``/<language>/LC_MESSAGES/booktheme.mo from this folder's .po (None if there is none)."""
-    source = HERE / "locales" / language / "LC_MESSAGES" / f"{THEME_CATALOGUE}.po"
+def compile_theme_catalogue(language: str, into: Path, catalogue: str = THEME_CATALOGUE) -> Path | None:
+    """``into``/<language>/LC_MESSAGES/<catalogue>.mo from this folder's .po (None if there is none)."""
+    source = HERE / "locales" / language / "LC_MESSAGES" / f"{catalogue}.po"
     if not source.is_file():
         return None
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
-    target = into / language / "LC_MESSAGES" / f"{THEME_CATALOGUE}.mo"
+    target = into / language / "LC_MESSAGES" / f"{catalogue}.mo"
     target.parent.mkdir(parents=True, exist_ok=True)
     with source.open("rb") as po, target.open("wb") as mo:
         write_mo(mo, read_po(po, locale=language))
@@ -104,6 +106,29 @@ def translated_edition(app, config):
     if options.get("dict") and not Path(options["dict"]).is_absolute():
         options["dict"] = str(Path(app.srcdir) / options["dict"])
         config.html_search_options = options
+
+
+def prefer_edition_strings(app) -> None:
+    """A translated edition: ``_ext/locales/<language>/LC_MESSAGES/sphinx.po`` ahead of the themes'
+    own entries in the "sphinx" catalogue the page templates translate with. pydata-sphinx-theme
+    adds its catalogue after Sphinx's, and for zh_TW gettext falls back to its "zh" one, Simplified
+    (当前页面); a catalogue added later only fills gaps, so these entries go into the templates'
+    translator itself (its ``_catalog``: the one seam on gettext's internals, here)."""
+    language = app.config.language or "en"
+    if language.startswith("en"):
+        return
+    compiled = compile_theme_catalogue(language, Path(app.doctreedir) / "theme-locales", "sphinx")
+    if compiled is None:
+        return
+    from gettext import translation
+
+    from sphinx import locale
+
+    ours = translation("sphinx", localedir=str(compiled), languages=[language])
+    for translator in {id(t): t for t in (app.translator, locale.translators.get(("general", "sphinx")))
+                       if t is not None}.values():
+        if hasattr(translator, "_catalog"):
+            translator._catalog.update({k: v for k, v in ours._catalog.items() if k})  # noqa: SLF001
 
 
 def search_language():
@@ -135,5 +160,6 @@ def setup(app):
     app.add_config_value("language_switch", None, "html")
     app.add_config_value("language_switch_own_pages", [], "html")
     app.connect("config-inited", translated_edition)
+    app.connect("builder-inited", prefer_edition_strings)
     app.connect("html-page-context", add_switch)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

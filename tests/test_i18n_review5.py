@@ -322,8 +322,8 @@ def test_a_test_cells_print_line_shows_in_chinese():
 
 
 def test_the_theme_settings_are_chinese_on_the_built_site():
-    """The search box and the code cells' show/hide buttons: settings, not catalogue entries
-    (_ext/language_switch.py THEME_SETTINGS)."""
+    """The search box and the code cells' show/hide buttons (settings, not catalogue entries:
+    _ext/language_switch.py THEME_SETTINGS) and the theme's own strings (_ext/locales/zh_TW/.../sphinx.po)."""
     import os
 
     html = Path(os.environ.get("ZH_TW_HTML", ROOT / "_build" / "html" / "zh-tw"))
@@ -331,9 +331,10 @@ def test_the_theme_settings_are_chinese_on_the_built_site():
     if not page.is_file():
         pytest.skip(f"no zh-TW build at {html}: run `make site` first")
     text = page.read_text(encoding="utf-8")
-    for english in ("Search this book", "Show code cell", "Hide code cell"):
+    for english in ("Search this book", "Show code cell", "Hide code cell", "Color mode", "System Settings",
+                    "当前页面", "网页导航"):  # the last two: pydata-sphinx-theme's Simplified "zh" catalogue
         assert english not in text, english
-    assert "搜尋本書" in text and "顯示程式碼儲存格" in text
+    assert "搜尋本書" in text and "顯示程式碼儲存格" in text and "本頁內容" in text and "色彩模式" in text
 
 
 def test_the_terminology_page_speaks_to_a_reader():
