@@ -22,10 +22,10 @@ For a translated edition (``language`` other than English) it also
   cut across a Traditional word (捨入 -> 捨/入 when it is not in the user dictionary, 是非/同步 and
   記憶體配置/器 even with 非同步 and 配置器 in it). ``searchtools.js`` matches a query against whole index terms (a query of more
   than 2 characters also inside longer ones), so a dictionary word not in the index is found nowhere.
-  Measured against indexing every CJK n-gram of 2-6 characters (issue 45; 230 words of the pages on
-  1,138 word-page pairs): n-grams find all 1,138 and also 26 pages for words that are only part of
-  another there (元組 and 位元 in 位元組, 數量 in 參數量); the dictionary finds 1,128 (all but 位元,
-  kept out of it) and none of those, with 13x fewer index terms (6,644 against 86,883).
+  Measured against indexing every CJK n-gram of 2-6 characters (issue 45; 230 words of the 24 pages
+  on 1,255 word-page pairs): n-grams find all 1,255 and also 30 pages for words that are only part
+  of another there (元組 and 位元 in 位元組, 數量 in 參數量); the dictionary finds 1,242 (all but
+  位元's, a word kept out of it) and none of those, with 13x fewer index terms (6,654 against 87,623).
 
 Enable in _config.yml: ``sphinx: {local_extensions: {language_switch: _ext}}``: the editions are
 ``course.toml``'s (``autograder.course.manifest.language_switch``). A book built without the course (the
