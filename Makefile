@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 JB_FLAGS := -W --keep-going
 PORT ?= 8000
 
-.PHONY: site test env system-deps lab serve release demo gpu-check bench bench-service lint clean
+.PHONY: site test check env system-deps lab serve release demo gpu-check bench bench-service lint clean
 
 env: $(STAMP)
 
@@ -42,6 +42,23 @@ site: $(STAMP)
 PYTEST_WORKERS ?= 2
 test: system-deps site node-deps  # system-deps first: the zh-TW figures are drawn with its CJK font
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope
+
+## 3. Before a commit, in under 2 minutes: ruff, mypy, import-linter's contracts, the fast tier of the
+## tests (`-m fast`: the AST, layout, architecture and guard tests with their planted violations, the
+## unit tests of wire, deadlines, settings, manifest, source, forbidden; tests/support/tiers.py), and
+## every generated artefact current (`python -m autograder.tools.regenerate --check`). `make test` runs all.
+check: $(STAMP)
+	$(BIN)/ruff check autograder tests benchmarks solutions _ext catalogue
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider -m fast $$($(BIN)/python tests/support/tiers.py)
+	$(BIN)/python -m autograder.tools.regenerate --check
+
+## Regenerate every generated artefact (the outline, the docs' tables, the releases, the translation
+## catalogues, the misconceptions table, the goldens: several minutes; ONLY=outline,tables for some).
+.PHONY: regenerate
+regenerate: $(STAMP)
+	$(BIN)/python -m autograder.tools.regenerate $(if $(ONLY),--only $(ONLY))
 
 ## npm packages the tests drive: JupyterHub's proxy (tests/test_service_hub.py), inside .venv.
 CHP_VERSION := 5.3.0
@@ -122,11 +139,22 @@ clean:
 tamper-golden: $(STAMP)
 	TAMPER_GOLDEN=write $(BIN)/python -m pytest -q tests/test_tamper.py -k "what_pays_with_nbgrader_is_measured"
 
+## Is tamper_golden.json current (its digest: the attacks, the exercise, nbgrader's version)? No grading.
+.PHONY: tamper-golden-check
+tamper-golden-check: $(STAMP)
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider \
+	  tests/test_tamper.py::test_the_record_of_what_pays_with_nbgrader_is_current
+
 ## Golden results of the nbgrader parity suite (tests/parity/golden/): every ported scenario of
 ## nbgrader's test_nbgrader_autograde.py graded by the real `nbgrader autograde` (a few minutes).
 .PHONY: parity-golden
 parity-golden: $(STAMP)
 	cd tests && PYTHONPATH=. ../$(BIN)/python -m parity.regenerate $(SCENARIOS)
+
+## Are the golden results current (each scenario's digest, nbgrader's version)? No grading.
+.PHONY: parity-golden-check
+parity-golden-check: $(STAMP)
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_nbgrader_parity.py::test_golden_results_are_current
 
 ## The misconceptions' signature table (catalogue/misconceptions.json): every wrong catalogue
 ## entry graded in process under three seeds (about 30 s); tests/test_misconceptions.py checks it is

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tiers
 from browser import launch_chromium, require_chromium, watch
 from nbgrader.api import Gradebook
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture, for any test)
@@ -235,7 +236,12 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest units of work first (stable: file order otherwise)."""
+    """The fast tier marked (``tests/support/tiers.py``); the longest units of work first (stable:
+    file order otherwise)."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        if tiers.is_fast(module, getattr(item, "originalname", item.name)):
+            item.add_marker(pytest.mark.fast)
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))
 
