@@ -79,4 +79,5 @@ def test_the_misconceptions_table_is_checked_by_the_digest_of_its_inputs(tmp_pat
     entry = copy / "catalogue" / "01_strides.py"
     entry.write_text(entry.read_text(encoding="utf-8") + "\n# one more line\n", encoding="utf-8")
     assert regenerate.check(copy, ["misconceptions"]) == {"misconceptions": [str(misconception_table.TABLE)]}
+    assert misconception_table.main(["--check", "--course-root", str(copy)]) == 1
     assert "stale: run make misconceptions" in capsys.readouterr().out

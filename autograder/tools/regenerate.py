@@ -102,8 +102,7 @@ def _releases_write(root: Path) -> None:
 def _misconceptions_stale(root: Path) -> list[str]:
     from autograder.reports import misconception_table
 
-    return [] if misconception_table.main(["--check", "--course-root", str(root)]) == 0 \
-        else [str(misconception_table.TABLE)]
+    return [] if misconception_table.is_current(root) else [str(misconception_table.TABLE)]
 
 
 def _misconceptions_write(root: Path) -> None:
