@@ -29,7 +29,7 @@ def quote_cross_references(text: str, quotes: str) -> str:
     """``text`` with each ``{doc}`` link between ``quotes`` (「〈」「〉」: a page's title in a Chinese
     sentence is a title, 〈先在餐巾紙上算一算〉, not a clause of the sentence), the spaces between it
     and wide text dropped; a link already quoted is left as it is."""
-    opening, closing = quotes
+    opening, closing = quotes[0], quotes[1]
 
     def quoted(m: re.Match) -> str:
         before, after = text[:m.start()][-1:], text[m.end():][:1]
