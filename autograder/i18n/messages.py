@@ -9,7 +9,7 @@ The English is never typed twice: the templates are read with ``ast`` from where
                                and the text of their ``print`` calls (shown in the zh-TW notebook
                                through the same hook)
     autograder/reports/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
-    tests/catalogue/misconceptions.json    the misconception names it shows (the signature table's)
+    catalogue/misconceptions.json          the misconception names it shows (the signature table's)
 
 each f-string field becoming a ``{expr}`` placeholder (``{shape}``, ``{got!r}``, ``{type(error).__name__}``).
 A template whose text is code alone (``contiguous_strides({shape})``) needs no translation and is
