@@ -12,8 +12,9 @@ The process map — who runs what, and which side of the trust boundary it is on
     │       (trusted, confined)         grade cells' checks, drives the student's objects by handle
     │                                   through sandbox/channel.py
     └─ sandbox template (UNTRUSTED)     sandbox/inside/template.py in bubblewrap (sandbox/host.py
-       └─ student process               starts it): forks one student process per notebook, which
-            (UNTRUSTED)                 runs the student's cells and answers the checker with values
+       └─ student process               starts it): forks one student process per notebook, whose
+            (UNTRUSTED)                 StudentServer (sandbox/inside/student_server.py) runs the
+                                        student's cells and answers the checker with values
 
     Both sides import only sandbox/inside/{protocol,wire,shell,isolation,drivers}.py, each importer
     named in sandbox/inside/__init__.py's SHARED (tests/test_trust_boundary.py). On another machine

@@ -1,5 +1,5 @@
 """Every time limit of one notebook, derived from its two settings and nested so that the innermost,
-most graceful one fires first (trusted side: the checker, the grading parent, the template's job).
+most graceful one fires first (trusted side: the checker, the grading parent, the sandbox template's launch).
 
 The settings are ``timeout`` (seconds per cell) and ``notebook_timeout`` (seconds for the whole
 notebook), ``GradeOptions``' fields. From them, for a cell that started at t = 0:

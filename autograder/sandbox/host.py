@@ -1,7 +1,8 @@
 """The host side of the sandbox (trusted): the bubblewrap policy, process limits, the warm sandboxes.
 
-One ``SandboxProcess`` per grading worker: ``bwrap`` around ``inside/template.py``, a template
-that imports torch once and forks one child per notebook (see that file). The policy is one function,
+One ``SandboxProcess`` per notebook graded at once (``--workers N``): ``bwrap`` around
+``inside/template.py``, a template that imports torch once and forks one child per notebook (see that
+file). The policy is one function,
 ``bwrap_command``, readable as a list:
 
 - every namespace unshared (user, PID, network, IPC, UTS, cgroup): no network at all — a connection
@@ -295,7 +296,7 @@ class SandboxProcess:
     control: socket.socket | None = None
     state: str = "new"  # new -> starting -> ready <-> busy; "dead" when it must be restarted
     info: dict[str, Any] = field(default_factory=dict)
-    jobs: int = 0
+    launches: int = 0  # notebooks handed to the template so far (the last one's id)
     started: float = 0.0
     stderr_path: str | None = None
     processes: ProcessLimit | None = None
@@ -361,7 +362,7 @@ class SandboxProcess:
                 break
             if header.get("kind") == Kind.READY:
                 self.info, self.state = header, "ready"
-            elif header.get("kind") == Kind.DONE and header.get("job") == self.jobs:
+            elif header.get("kind") == Kind.DONE and header.get("launch") == self.launches:
                 self.state, self.finished_at = "ready", None
         if self.state == "starting" and time.monotonic() - self.started > START_TIMEOUT_S:
             self._mark_dead()
@@ -390,18 +391,18 @@ class SandboxProcess:
         self.state = "dead"
         self.close(keep_log=True)
 
-    def start_notebook(self, job: protocol.NotebookLaunch,
+    def start_notebook(self, launch: protocol.NotebookLaunch,
                   files: list[tuple[str, bytes]]) -> tuple[socket.socket, socket.socket]:
-        """Hand one notebook to the template (``job["id"]`` is set here); return the checker's ends of
+        """Hand one notebook to the template (``launch["id"]`` is set here); return the checker's ends of
         the data and kill sockets."""
         data_ours, data_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         kill_ours, kill_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.jobs += 1
-        job = {**job, "id": self.jobs}
+        self.launches += 1
+        launch = {**launch, "id": self.launches}
         if self.processes is not None:
-            self.processes.allow(int(job.get("rlimits", {}).get("nproc") or SANDBOX_PROCESSES))
+            self.processes.allow(int(launch.get("rlimits", {}).get("nproc") or SANDBOX_PROCESSES))
         try:
-            socket.send_fds(self._control(), [json.dumps(job).encode()],
+            socket.send_fds(self._control(), [json.dumps(launch).encode()],
                             [data_theirs.fileno(), kill_theirs.fileno()])
             wire.send(self._control(), {"paths": [p for p, _ in files]}, [b for _, b in files])
         except (OSError, wire.WireError) as error:

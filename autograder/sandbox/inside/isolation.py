@@ -9,7 +9,7 @@ namespaces of its own, nested in the sandbox's, so that it starts from nothing s
   PID there to signal, a pidfd or ``/proc/<pid>`` folder outside it is refused, and when the notebook
   ends the kernel kills whatever it left in its namespace;
 - a **mount namespace** with fresh, size-capped tmpfs on ``/tmp``, ``/dev/shm`` and ``/sandbox-work``
-  (the job folder is made in it after this call): nothing the notebook writes outlives it, nothing the
+  (the notebook's folder is made in it after this call): nothing the notebook writes outlives it, nothing the
   last one wrote is there; read-only mounts below those folders (a virtual environment under ``/tmp``)
   are carried over. The ``/proc`` folders of every process outside the notebook's namespace (bubblewrap's
   init, the template and its threads, this process) are covered by empty read-only mounts, so the

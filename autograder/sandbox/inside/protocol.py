@@ -23,8 +23,8 @@ class Kind(StrEnum):
     REQUEST = "request"  # checker -> sandbox (or sandbox -> checker: a call back into a checker object)
     REPLY = "reply"  # the answer to the request with the same ``id``
     EXITED = "exited"  # the sandbox template -> checker: the notebook's process is gone (``status``)
-    READY = "ready"  # control socket: the template has imported torch and waits for jobs
-    DONE = "done"  # control socket: the template finished a job and cleaned up after it
+    READY = "ready"  # control socket: the template has imported torch and waits for launches
+    DONE = "done"  # control socket: the template finished a launch and cleaned up after it
 
 
 class Op(StrEnum):
