@@ -25,7 +25,8 @@ One word, one thing: a *job* is only a Slurm job; a notebook's *program* (``Note
 what the checker executes; its *launch* (``protocol.NotebookLaunch``) is what the sandbox template
 receives; a *claimed submission* is the service queue's row a worker took; *the worker* is only the
 service's (``service/worker.py``) — ``--workers N`` counts notebooks at once; the *template* is only
-the sandbox's; an *executor* is where notebooks run (``grading/registry.py``).
+the sandbox's; an *executor* is where notebooks run (``grading/registry.py``); the student process's server is
+``StudentServer``. tests/test_vocabulary.py holds every identifier the package defines to this.
 """
 
 __version__ = "0.1.0"

@@ -201,13 +201,13 @@ def enqueue(settings: ServiceSettings, store: Store, upload: Upload, *, now: dat
     if why is not None:
         raise Refused(503, why)
     late = policy.due is not None and now > policy.due
-    job_id = store.add(student=student, assignment=found, notebook=f"{stem}.ipynb", content=content,
+    submission_id = store.add(student=student, assignment=found, notebook=f"{stem}.ipynb", content=content,
                        received_at=now, late=late)
     if policy.counts == "latest":
         land(settings.course, student=student, assignment=found, notebook=f"{stem}.ipynb",
              content=content, received_at=now)
-        store.mark_landed([job_id])
-    return Accepted(job_id, student, found, late)
+        store.mark_landed([submission_id])
+    return Accepted(submission_id, student, found, late)
 
 
 def _nbgrader_meta(cell: object) -> dict[str, Any] | None:

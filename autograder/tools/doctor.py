@@ -28,7 +28,7 @@ class Diagnosis:
 
 
 def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
-             check_workers: bool = True) -> Diagnosis:
+             check_processes: bool = True) -> Diagnosis:
     """Inspect this machine and the course; never initialises CUDA in a forked template."""
     import nbgrader
     import torch
@@ -51,7 +51,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
     else:
         result.add("--device auto", "cpu (no CUDA device visible)")
     result.add(ALLOW_CPU_ENV, os.environ.get(ALLOW_CPU_ENV, "unset"))
-    if check_workers:
+    if check_processes:
         from autograder.grading import probe_forkserver
 
         started = time.perf_counter()
@@ -62,7 +62,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         result.add("warm template", f"ready in {warm:.1f} s; a forked child in "
                    f"{(time.perf_counter() - started) * 1000:.0f} ms, "
                    f"{probe.resident_bytes / 2**20:.0f} MiB resident")
-    if check_workers:
+    if check_processes:
         result.sandbox_ok = _check_sandbox(result, course_root=course_root)
     try:
         from autograder.course.nbgrader import load_course
