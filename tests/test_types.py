@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 STRICT_MODULES = ["autograder.grading", "autograder.grading.*", "autograder.sandbox.host",
-                  "autograder.sandbox.channel", "autograder.service", "autograder.service.*",
-                  "autograder.lms", "autograder.lms.*"]
+                  "autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.service",
+                  "autograder.service.*", "autograder.lms", "autograder.lms.*"]
 
 
 def _mypy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -12,12 +12,13 @@ packages) that may import each one (the same test holds the trusted side to it).
 SHARED: dict[str, tuple[str, ...]] = {
     # the request/answer vocabulary, the failure names and the notebook limits both ends agree on
     # (pure data: the engine records the failures by these names)
-    "protocol": ("autograder.sandbox.channel", "autograder.sandbox.host", "autograder.grading"),
+    "protocol": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.sandbox.host",
+                 "autograder.grading"),
     # the framing and the values-only codec both ends speak
-    "wire": ("autograder.sandbox.channel", "autograder.sandbox.host"),
+    "wire": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.sandbox.host"),
     # the cell timeout's exception and the skip tag, which the checker reads in cell sources; the
     # checker's template warms the first traceback with it (warm_up)
-    "shell": ("autograder.sandbox.channel", "autograder.grading.execute.checker",
+    "shell": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.grading.execute.checker",
               "autograder.grading.execute.warm"),
     # namespaces, mounts and uids: the host enters them for the sandbox, the checker for itself
     "isolation": ("autograder.sandbox.host", "autograder.grading.execute.confine"),
