@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 from autograde_throughput import build_class, scores  # noqa: E402
 
 from autograder.authoring.release import available_assignments, copy_course, release  # noqa: E402
-from autograder.grading.slurm.chunks import SlurmOptions  # noqa: E402
+from autograder.grading.options import SlurmOptions  # noqa: E402
 
 
 def main() -> int:

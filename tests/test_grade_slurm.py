@@ -34,8 +34,9 @@ from autograder.authoring import samples
 from autograder.cli import main as cli_main
 from autograder.errors import DeviceError
 from autograder.grading import grade
+from autograder.grading.options import SlurmOptions
 from autograder.grading.remote.work import RESULT_SUFFIX, RESULTS_DIR
-from autograder.grading.slurm.chunks import MANIFEST, SlurmOptions
+from autograder.grading.slurm.chunks import MANIFEST
 from autograder.grading.slurm.executor import SLURM_FOLDER
 
 ROOT = Path(__file__).resolve().parents[1]

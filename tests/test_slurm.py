@@ -22,13 +22,10 @@ import cloudpickle
 import pytest
 
 from autograder.errors import CourseError
+from autograder.grading.options import SlurmOptions, load_slurm_options
 from autograder.grading.remote.work import RESULTS_DIR, result_path, write_result
-from autograder.grading.slurm.chunks import (
-    SlurmOptions,
-    doctor_slurm,
-    load_slurm_options,
-    run_chunks,
-)
+from autograder.grading.slurm.chunks import run_chunks
+from autograder.grading.slurm.doctor import doctor_slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,7 +173,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_slurm
-from autograder.grading.slurm.chunks import SlurmOptions, run_chunks
+from autograder.grading.options import SlurmOptions
+from autograder.grading.slurm.chunks import run_chunks
 items = test_slurm.numbers(Path({markers!r}), 12, sleep_s=lambda i: 0.5)
 run_chunks(items, test_slurm.square_chunk, folder={folder!r}, on_result=lambda k, p: None,
            options=SlurmOptions(**test_slurm.FAST), progress=False, poll_s=0.3)

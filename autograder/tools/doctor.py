@@ -215,9 +215,9 @@ def render(diagnosis: Diagnosis) -> str:
 def diagnose_slurm(options, *, course_root: Path = Path("."),
                    timeout_s: float = 300) -> list[tuple[str, bool, str]]:
     """Can ``grade --executor slurm`` run with ``options`` (a ``SlurmOptions``)? The rows of
-    ``autograder.grading.slurm.chunks.doctor_slurm`` (sinfo, partition, GPU gres, accounting, a tiny test job whose
+    ``autograder.grading.slurm.doctor.doctor_slurm`` (sinfo, partition, GPU gres, accounting, a tiny test job whose
     folder is under the course root, which the nodes must share), then where GPU checks will run."""
-    from autograder.grading.slurm.chunks import doctor_slurm
+    from autograder.grading.slurm.doctor import doctor_slurm
 
     folder = Path(course_root).resolve() / ".slurm" / "doctor"
     rows = doctor_slurm(options, folder=folder, timeout_s=timeout_s)

@@ -10,7 +10,8 @@ slurm`` is built on it like this::
     from pathlib import Path
 
     from autograder.grading.remote.work import write_result
-    from autograder.grading.slurm.chunks import load_slurm_options, run_chunks
+    from autograder.grading.options import load_slurm_options
+    from autograder.grading.slurm.chunks import run_chunks
 
     @dataclass(frozen=True)
     class Work:                      # picklable; `key` is stable across runs
@@ -26,7 +27,7 @@ slurm`` is built on it like this::
 
     def record(key: str, path: Path) -> None:
         # runs in the instructor process, once per item per run_chunks call
-        if not already_recorded(key):                # the caller's job: see "Resume" below
+        if not already_recorded(key):                # the caller's duty: see "Resume" below
             record_outcome(key, json.loads(path.read_text()))
 
     report = run_chunks(works, grade_chunk, folder=course.root / ".slurm" / "grade",
@@ -61,8 +62,9 @@ Slurm are adopted rather than resubmitted, and only the other items are submitte
 must be idempotent across calls — the caller records a grade only if it has not recorded it yet (the
 gradebook knows); within one call it is never given the same key twice. Retries are counted per call.
 
-Job states come from ``squeue`` (while the controller remembers a finished job, ``MinJobAge``) and
-``sacct`` when the cluster has accounting; submitit's result pickle tells success from an exception.
+Job states come from ``watch.py`` (``squeue``, and ``sacct`` when the cluster has accounting);
+submitit's result pickle tells success from an exception. Whether this can work on a cluster at all:
+``doctor.py`` (``autograder doctor --executor slurm``).
 """
 
 from __future__ import annotations
@@ -72,21 +74,23 @@ import fcntl
 import json
 import logging
 import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from autograder.errors import SlurmError
-from autograder.grading.options import SlurmOptions as SlurmOptions  # re-exported
-from autograder.grading.options import load_slurm_options as load_slurm_options  # re-exported
+from autograder.grading.options import SlurmOptions
+from autograder.grading.options import (  # noqa: F401 - the cli still imports it from here (pending)
+    load_slurm_options as load_slurm_options,
+)
 from autograder.grading.progress import ProgressBar
 from autograder.grading.remote.work import RESULT_SUFFIX, RESULTS_DIR, result_path
+from autograder.grading.slurm.watch import LOST, RUNNING, WAITING, job_states
 
 if TYPE_CHECKING:
     import submitit
@@ -96,11 +100,6 @@ T = TypeVar("T")
 SUBMITIT_DIR = "submitit"
 MANIFEST = "chunks.jsonl"
 
-# Slurm job states (squeue %T, sacct State) and what they mean here.
-WAITING = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "CONFIGURING",
-           "RESIZING", "SUSPENDED", "STOPPED"}
-RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"}
-LOST = "LOST"  # neither squeue nor sacct knows the job and it left no result pickle
 SETTLE_POLLS = 2  # a job must look finished this many polls in a row before its chunk fails
 
 logger = logging.getLogger("autograder.slurm")
@@ -234,7 +233,7 @@ def run_chunks(
         with bar if own_bar else contextlib.nullcontext(bar):
             while True:
                 active = [c for c in chunks if c.status in ("pending", "running")]
-                states = _job_states([c.job_id for c in active]) if active else {}
+                states = job_states([c.job_id for c in active]) if active else {}
                 pickled = {c.job_id: c.job.paths.result_pickle.exists() for c in active}
                 collect()  # after the states: a job seen finished wrote its results before
                 retry: list[tuple[int, tuple[str, ...]]] = []
@@ -350,7 +349,7 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
     from submitit.slurm.slurm import SlurmJob
 
     entries = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-    states = _job_states([e["job_id"] for e in entries])
+    states = job_states([e["job_id"] for e in entries])
     if states is None:
         raise SlurmError("squeue does not answer: cannot tell which jobs of the earlier run still "
                          "run (is the Slurm controller up? SLURM_CONF?)")
@@ -368,42 +367,6 @@ def _adopt(folder: Path, pending: set[str]) -> list[_Chunk]:
     if adopted:
         logger.info("adopted %d chunk(s) still queued or running from an earlier run", len(adopted))
     return adopted
-
-
-def _job_states(job_ids: Sequence[str]) -> dict[str, str] | None:
-    """Slurm state of each job id ("123" or array task "123_4"): squeue first, sacct for those the
-    controller has forgotten (absent: unknown to both). None when squeue itself does not answer."""
-    wanted = set(job_ids)
-    states: dict[str, str] = {}
-    done = _client("squeue", "--me", "--states=all", "--array", "--noheader", "--format=%i|%T")
-    if done is None:
-        return None
-    for line in done.splitlines():
-        job_id, _, state = line.strip().partition("|")
-        if job_id in wanted:
-            states[job_id] = state.split()[0] if state else ""
-    rest = sorted({j.split("_")[0] for j in wanted - set(states)})
-    if rest:
-        done = _client("sacct", "--noheader", "--parsable2", "--allocations",
-                       "--format=JobID,State", "--jobs", ",".join(rest))
-        for line in (done or "").splitlines():
-            job_id, _, state = line.strip().partition("|")
-            if job_id in wanted and job_id not in states:
-                states[job_id] = state.split()[0] if state else ""
-    return states
-
-
-def _client(*args: str, timeout: float = 60) -> str | None:
-    """A Slurm client command's stdout, or None (logged) when it fails."""
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        logger.debug("%s: %s", " ".join(args), error)
-        return None
-    if done.returncode != 0:
-        logger.debug("%s exited %d: %s", " ".join(args), done.returncode, done.stderr.strip())
-        return None
-    return done.stdout
 
 
 def _listdir(path: Path) -> list[str]:
@@ -428,86 +391,3 @@ def _chunk_status(chunks: list[_Chunk]) -> str:
     count = {s: sum(c.status == s for c in chunks) for s in ("pending", "running", "done", "failed")}
     return (f"chunks: {count['pending']} pending, {count['running']} running, {count['done']} done, "
             f"{count['failed']} failed")
-
-
-def doctor_slurm(options: SlurmOptions, *, folder: Path | str | None = None,
-                 timeout_s: float = 300) -> list[tuple[str, bool, str]]:
-    """Can ``run_chunks`` work here with ``options``? Rows of (check, ok, detail): the controller
-    answers ``sinfo``, the partition exists, it has GPUs when ``gpus_per_task`` > 0, accounting (for
-    information), and a tiny job through submitit comes back within ``timeout_s``. ``folder`` (default
-    ``./.slurm/doctor``) must be shared with the compute nodes, like ``run_chunks``'s."""
-    rows: list[tuple[str, bool, str]] = []
-    version = _client("sinfo", "--version")
-    partitions = _client("sinfo", "--noheader", "--format=%P|%a|%D|%G")
-    if version is None or partitions is None:
-        rows.append(("sinfo", False, "sinfo is not installed or the controller does not answer "
-                     "(SLURM_CONF, munge?)"))
-        return rows
-    found: dict[str, dict[str, Any]] = {}
-    for line in partitions.splitlines():
-        name, avail, nodes, gres = (line.split("|") + ["", "", ""])[:4]
-        entry = found.setdefault(name.rstrip("*"), {"default": name.endswith("*"), "avail": avail,
-                                                   "nodes": 0, "gres": set()})
-        entry["nodes"] += int(nodes) if nodes.isdigit() else 0
-        entry["gres"].update(g for g in gres.split(",") if g and g != "(null)")
-    rows.append(("sinfo", True, f"{version.strip()}; partitions {', '.join(sorted(found))}"))
-    wanted = options.partition or next((n for n, e in found.items() if e["default"]), None)
-    part = found.get(wanted) if wanted else None
-    if part is None:
-        rows.append(("partition", False, f"{options.partition!r} not found" if options.partition
-                     else "no partition given and the cluster has no default"))
-    else:
-        rows.append(("partition", part["avail"] == "up",
-                     f"{wanted}: {part['avail']}, {part['nodes']} node(s)"
-                     + ("" if options.partition else " (the cluster's default)")))
-    if options.gpus_per_task:
-        gpus = sorted(g for g in (part or {}).get("gres", ()) if g.startswith("gpu"))
-        rows.append(("GPU gres", bool(gpus), ", ".join(gpus) if gpus
-                     else f"no gpu gres on {wanted}, but gpus_per_task={options.gpus_per_task}"))
-    else:
-        rows.append(("GPU gres", True, "not needed (gpus_per_task=0)"))
-    accounting = _client("sacct", "--noheader", "--parsable2", "--format=JobID", "--starttime=now")
-    rows.append(("accounting (sacct)", True, "available" if accounting is not None else
-                 "disabled: states of finished jobs come from squeue while the controller keeps them"
-                 " (MinJobAge)"))
-    rows.append(_test_job(options, Path(folder) if folder else Path(".slurm") / "doctor", timeout_s))
-    return rows
-
-
-def _probe() -> str:
-    import platform
-    import socket
-
-    return f"{socket.gethostname()}, python {platform.python_version()}"
-
-
-def _test_job(options: SlurmOptions, folder: Path, timeout_s: float) -> tuple[str, bool, str]:
-    import submitit
-
-    small = replace(options, time_min=min(options.time_min, 5), cpus_per_task=1,
-                    mem_gb=min(options.mem_gb or 1, 1))
-    started = time.monotonic()
-    try:
-        executor = submitit.AutoExecutor(folder=folder.resolve() / "%j", cluster="slurm")
-        executor.update_parameters(**small.executor_parameters())
-        job = executor.submit(_probe)
-    except Exception as error:  # noqa: BLE001 - the row says why
-        return ("test job", False, f"could not submit: {error}")
-    ended = None
-    while not job.paths.result_pickle.exists():
-        state = (_job_states([job.job_id]) or {}).get(job.job_id, LOST)
-        if state not in WAITING and state not in RUNNING:
-            ended = ended or time.monotonic()
-            if time.monotonic() - ended > 10:  # give a shared file system time to show the pickle
-                return ("test job", False, f"job {job.job_id} ended {state} without a result; is "
-                        f"{folder} shared with the compute nodes? log: {job.paths.stderr}")
-        if time.monotonic() - started > timeout_s:
-            job.cancel(check=False)
-            return ("test job", False, f"job {job.job_id} not done after {timeout_s:.0f} s "
-                    f"(state {state}); cancelled")
-        time.sleep(1)
-    try:
-        where = job.result()
-    except Exception as error:  # noqa: BLE001
-        return ("test job", False, f"job {job.job_id} raised: {str(error).strip().splitlines()[-1]}")
-    return ("test job", True, f"job {job.job_id} ran on {where} in {time.monotonic() - started:.1f} s")

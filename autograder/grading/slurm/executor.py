@@ -32,7 +32,7 @@ from autograder.course.nbgrader import Course
 from autograder.errors import DeviceError, GradingError
 from autograder.grading.executor import Outcomes
 from autograder.grading.model import Submission
-from autograder.grading.options import GradeOptions
+from autograder.grading.options import GradeOptions, SlurmOptions
 from autograder.grading.prepare import DeviceProbe
 from autograder.grading.progress import ProgressBar
 from autograder.grading.remote.handover import (
@@ -43,7 +43,7 @@ from autograder.grading.remote.handover import (
 )
 from autograder.grading.remote.node import grade_chunk
 from autograder.grading.remote.work import RESULTS_DIR, SubmissionWork
-from autograder.grading.slurm.chunks import MANIFEST, SlurmOptions, run_chunks
+from autograder.grading.slurm.chunks import MANIFEST, run_chunks
 from autograder.grading.slurm.task import slurm_task
 
 SLURM_FOLDER = Path(".slurm") / "grade"  # under the course root, shared with the nodes
