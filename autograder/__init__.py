@@ -16,10 +16,10 @@ The process map — who runs what, and which side of the trust boundary it is on
             (UNTRUSTED)                 StudentServer (sandbox/inside/student_server.py) runs the
                                         student's cells and answers the checker with values
 
-    Both sides import only sandbox/inside/{protocol,wire,shell,isolation,drivers}.py, each importer
-    named in sandbox/inside/__init__.py's SHARED (tests/test_trust_boundary.py). On another machine
-    (grading/remote/node.py, e.g. a Slurm array task) the same three lower boxes run; the service's
-    web process (service/web.py) runs none of them.
+    Both sides import only sandbox/inside/{protocol,wire,codec,shell,isolation,drivers}.py, each
+    importer named in sandbox/inside/__init__.py's SHARED (tests/test_trust_boundary.py). On another
+    machine (grading/remote/node.py, e.g. a Slurm array task) the same three lower boxes run; the
+    service's web process (service/web.py) runs none of them.
 
 One word, one thing: a *job* is only a Slurm job; a notebook's *program* (``NotebookProgram``) is
 what the checker executes; its *launch* (``protocol.NotebookLaunch``) is what the sandbox template

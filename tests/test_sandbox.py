@@ -13,7 +13,7 @@ import torch
 
 from autograder.sandbox import channel as remote
 from autograder.sandbox.host import SandboxProcess, bwrap_command, python_dirs
-from autograder.sandbox.inside import wire
+from autograder.sandbox.inside import codec, wire
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,9 +56,9 @@ def test_gpu_policy_adds_device_nodes_only():
 
 
 def _round_trip(value, **kwargs):
-    encoder = wire.Encoder(lambda obj: (_ for _ in ()).throw(wire.NotPlainData(type(obj).__name__)))
+    encoder = codec.Encoder(lambda obj: (_ for _ in ()).throw(wire.NotPlainData(type(obj).__name__)))
     tree = encoder.encode(value)
-    return wire.Decoder(encoder.blobs, lambda tree: None, **kwargs).decode(tree)
+    return codec.Decoder(encoder.blobs, lambda tree: None, **kwargs).decode(tree)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.int64,
@@ -108,7 +108,7 @@ def test_malformed_messages_are_refused(header):
 
 
 def test_unknown_value_kinds_and_bare_lists_are_refused():
-    decoder = wire.Decoder([], lambda tree: None)
+    decoder = codec.Decoder([], lambda tree: None)
     for tree in ({"$": "pickle", "v": "..."}, [1, 2], {"$": "dtype", "v": "object"},
                  {"$": "tensor", "dtype": "float32", "shape": [2], "stride": [1], "offset": 0,
                   "device": "cpu", "b": 5}):
@@ -149,9 +149,9 @@ def test_the_deadline_is_the_whole_messages_not_each_packets():
 
 
 def test_a_blob_is_decoded_once():
-    encoder = wire.Encoder(lambda obj: {"$": "ref", "id": 1})
+    encoder = codec.Encoder(lambda obj: {"$": "ref", "id": 1})
     tree = encoder.encode(np.arange(4, dtype=np.int64))
-    decoder = wire.Decoder(encoder.blobs, lambda tree: None)
+    decoder = codec.Decoder(encoder.blobs, lambda tree: None)
     with pytest.raises(wire.WireError, match="twice"):
         decoder.decode({"$": "list", "v": [tree, tree]})
 
@@ -160,14 +160,14 @@ def test_a_blob_is_decoded_once():
                                                    ([4], [1], 1), ([3], [-1], 2)])
 def test_a_tensor_needs_a_blob_as_large_as_its_view(shape, stride, offset):
     """Never a view past its bytes: torch would fill the rest from uninitialised memory."""
-    decoder = wire.Decoder([b"\0" * 16], lambda tree: None)
+    decoder = codec.Decoder([b"\0" * 16], lambda tree: None)
     tree = {"$": "tensor", "dtype": "float32", "shape": shape, "stride": stride, "offset": offset,
             "device": "cpu", "b": 0}
     with pytest.raises(wire.WireError):
         decoder.decode(tree)
     ok = {"$": "tensor", "dtype": "float32", "shape": [4], "stride": [1], "offset": 0,
           "device": "cpu", "b": 0}
-    assert wire.Decoder([b"\0" * 16], lambda tree: None).decode(ok).shape == (4,)
+    assert codec.Decoder([b"\0" * 16], lambda tree: None).decode(ok).shape == (4,)
 
 
 # --------------------------------------------------------------------------- a real sandbox

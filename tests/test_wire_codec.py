@@ -1,4 +1,4 @@
-"""The wire's value vocabulary (``wire.TAGS``) is one table: a value of every tag crosses a real
+"""The wire's value vocabulary (``codec.TAGS``) is one table: a value of every tag crosses a real
 ``SOCK_SEQPACKET`` socket and comes back equal; the encoder produces no tag outside the table and the
 decoder accepts none."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.sandbox.inside import wire
+from autograder.sandbox.inside import codec, wire
 
 
 class _Opaque:
@@ -49,13 +49,13 @@ def _across_a_socket(value):
         refs[id(obj)] = obj
         return {"$": "ref", "id": id(obj)}
 
-    encoder = wire.Encoder(ref)
+    encoder = codec.Encoder(ref)
     tree = encoder.encode(value)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with ours, theirs:
         wire.send(ours, {"value": tree}, encoder.blobs)
         header, blobs = wire.recv(theirs, timeout=5)
-    decoded = wire.Decoder(blobs, lambda handle: refs[handle["id"]]).decode(header["value"])
+    decoded = codec.Decoder(blobs, lambda handle: refs[handle["id"]]).decode(header["value"])
     return tree, decoded
 
 
@@ -69,7 +69,7 @@ def _tags(tree) -> set[str]:
 
 
 def test_every_tag_has_a_sample():
-    assert set(SAMPLES) | {"local"} == set(wire.TAGS)
+    assert set(SAMPLES) | {"local"} == set(codec.TAGS)
 
 
 @pytest.mark.parametrize("tag", sorted(SAMPLES))
@@ -77,16 +77,16 @@ def test_each_tag_round_trips_through_a_socket(tag):
     value = SAMPLES[tag]
     tree, back = _across_a_socket(value)
     assert tree["$"] == tag, f"{value!r} was encoded as {tree['$']!r}, not {tag!r}"
-    assert _tags(tree) <= set(wire.TAGS)
+    assert _tags(tree) <= set(codec.TAGS)
     assert back is value if tag == "ref" else _equal(value, back), (value, back)
 
 
 def test_a_local_handle_is_resolved_by_the_receiver():
-    decoder = wire.Decoder([], lambda handle: ("mine", handle["id"]))
+    decoder = codec.Decoder([], lambda handle: ("mine", handle["id"]))
     assert decoder.decode({"$": "local", "id": 7}) == ("mine", 7)
 
 
 def test_a_tag_outside_the_table_is_refused():
     for tag in ("pickle", "eval", "", None):
         with pytest.raises(wire.WireError, match="unknown value kind"):
-            wire.Decoder([], lambda handle: None).decode({"$": tag, "v": 1})
+            codec.Decoder([], lambda handle: None).decode({"$": tag, "v": 1})

@@ -40,7 +40,7 @@ from autograder.sandbox.handles import (
     refused_kind,
     remote_error,
 )
-from autograder.sandbox.inside import protocol, wire
+from autograder.sandbox.inside import codec, protocol, wire
 from autograder.sandbox.inside.protocol import (
     ExitHow,
     Failure,
@@ -267,8 +267,8 @@ class SandboxChannel:
         with open(real, "rb") as handle:
             return handle.read()
 
-    def _encoder(self) -> wire.Encoder:
-        encoder = wire.Encoder(self._ref, attach_file=self._attach_file)
+    def _encoder(self) -> codec.Encoder:
+        encoder = codec.Encoder(self._ref, attach_file=self._attach_file)
 
         def tensor_hook(t: Any) -> dict[str, Any]:
             mirror = self.mirror_of.get(id(t))
@@ -284,8 +284,8 @@ class SandboxChannel:
         encoder.tensor_hook = tensor_hook
         return encoder
 
-    def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
-        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir)
+    def _decoder(self, blobs: list[bytes]) -> codec.Decoder:
+        return codec.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir)
 
     def _resolve(self, tree: dict[str, Any]) -> Any:
         if tree.get("$") == "local":
@@ -313,7 +313,7 @@ class SandboxChannel:
         if "alias" in tree:  # a view of the checker's own tensor: a view of it here too
             import torch
 
-            dtype = wire.torch_dtype(tree["dtype"])
+            dtype = codec.torch_dtype(tree["dtype"])
             return torch.empty(0, dtype=dtype, device=held.device).set_(
                 held.untyped_storage(), int(tree["offset"]), [int(v) for v in tree["shape"]],
                 [int(v) for v in tree["stride"]])
@@ -322,12 +322,12 @@ class SandboxChannel:
             self.mirrors[mirror] = (entry[0], protocol.snapshot(held))
         return held
 
-    def _apply_sync(self, decoder: wire.Decoder, message: dict[str, Any]) -> None:
+    def _apply_sync(self, decoder: codec.Decoder, message: dict[str, Any]) -> None:
         for mirror, tree in protocol.sync_entries(message):
             if mirror in self.mirrors:
                 decoder.decode(dict(tree, mirror=mirror))
 
-    def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
+    def _sync_out(self, encoder: codec.Encoder) -> protocol.Sync:
         sync = protocol.empty_sync()
         for mirror, (ref, before) in list(self.mirrors.items()):
             t = ref()

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, NoReturn, Protocol, cast
 
-from autograder.sandbox.inside import protocol, wire
+from autograder.sandbox.inside import codec, protocol
 from autograder.sandbox.inside.protocol import Failure, Op
 from autograder.sandbox.inside.shell import CellTimeoutError
 
@@ -250,7 +250,7 @@ _CALLBACK_OPERATION: dict[str, str] = {Op.LOCAL_CALL: "call", Op.LOCAL_GETITEM: 
                                        Op.LOCAL_LEN: "len", Op.LOCAL_ITER: "getitem"}
 
 
-def offer_callback(offer: protocol.Offer, op: str, decoder: wire.Decoder, header: dict[str, Any]) -> Any:
+def offer_callback(offer: protocol.Offer, op: str, decoder: codec.Decoder, header: dict[str, Any]) -> Any:
     """What the student's code may do with a grader object: exactly what its ``Offer`` allows
     (call it, index it, take its length, read a plain attribute from the offer's snapshot). Every
     answer goes back through the default-deny encoder: plain values only."""

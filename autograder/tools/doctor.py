@@ -29,7 +29,7 @@ class Diagnosis:
 
 def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
              check_processes: bool = True) -> Diagnosis:
-    """Inspect this machine and the course; never initialises CUDA in a forked template."""
+    """Inspect this machine and the course; never initialises CUDA in the checker forkserver."""
     import nbgrader
     import torch
 
@@ -55,7 +55,7 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
         from autograder.grading import probe_forkserver
 
         started = time.perf_counter()
-        probe = probe_forkserver()  # starts the template: its imports
+        probe = probe_forkserver()  # starts the checker forkserver: its imports
         warm = time.perf_counter() - started
         started = time.perf_counter()
         probe = probe_forkserver()

@@ -14,8 +14,10 @@ SHARED: dict[str, tuple[str, ...]] = {
     # (pure data: the engine records the failures by these names)
     "protocol": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.sandbox.host",
                  "autograder.grading"),
-    # the framing and the values-only codec both ends speak
+    # the framing both ends speak, and the errors of the channel
     "wire": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.sandbox.host"),
+    # the values-only codec both ends speak (a value as a JSON tree plus blobs)
+    "codec": ("autograder.sandbox.channel", "autograder.sandbox.handles"),
     # the cell timeout's exception and the skip tag, which the checker reads in cell sources; the
     # checker's template warms the first traceback with it (warm_up)
     "shell": ("autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.grading.execute.checker",

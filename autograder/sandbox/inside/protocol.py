@@ -109,7 +109,7 @@ class Reply(TypedDict, total=False):
     kind: Literal[Kind.REPLY]
     id: int | None  # the request's, echoed back (None: a request that had none)
     value: Any  # a wire tree
-    error: dict  # ``wire.exception_record``: type, mro, message, traceback
+    error: dict  # ``codec.exception_record``: type, mro, message, traceback
     outputs: list[dict]  # what the student's code printed or displayed while answering
     sync: Sync
 

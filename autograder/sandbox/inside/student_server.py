@@ -18,9 +18,10 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same files, under the names mypy checks them by (this package's)
-    from . import drivers, protocol, shell, wire
+    from . import codec, drivers, protocol, shell, wire
     from .protocol import Kind, Op
 else:
+    import codec
     import drivers  # loaded from this read-only folder, never from a notebook's folder
     import protocol
     import shell
@@ -103,7 +104,7 @@ class StudentServer:
             if outer:
                 shell.CellClock.stop()
             reply = {"kind": Kind.REPLY, "id": header.get("id"),
-                     "error": wire.exception_record(error, _student_traceback(error))}
+                     "error": codec.exception_record(error, _student_traceback(error))}
             reply_blobs = []
         finally:
             self.depth -= 1
@@ -236,7 +237,7 @@ class StudentServer:
                               if subject is not None else None),
                 "callable": callable(obj)}
 
-    def _tensor_out(self, t: Any, encoder: wire.Encoder) -> dict | None:
+    def _tensor_out(self, t: Any, encoder: codec.Encoder) -> dict | None:
         for mirror, held in self.mirrors.items():
             if held is t:  # the checker's own tensor; by value too, in case it let it go
                 return dict(encoder.tensor(t), mirror=mirror)
@@ -247,16 +248,16 @@ class StudentServer:
                     return dict(encoder.tensor(t), alias=mirror)  # a view of the checker's tensor
         return None
 
-    def _encoder(self, blobs: list[bytes] | None = None) -> wire.Encoder:
-        encoder = wire.Encoder(self._ref)
+    def _encoder(self, blobs: list[bytes] | None = None) -> codec.Encoder:
+        encoder = codec.Encoder(self._ref)
         encoder.tensor_hook = lambda t: self._tensor_out(t, encoder)
         if blobs:
             encoder.blobs = list(blobs)
             encoder.size = sum(map(len, blobs))
         return encoder
 
-    def _decoder(self, blobs: list[bytes]) -> wire.Decoder:
-        return wire.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir="/tmp",
+    def _decoder(self, blobs: list[bytes]) -> codec.Decoder:
+        return codec.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir="/tmp",
                             files_under="/tmp")
 
     def _resolve(self, tree: dict) -> Any:
@@ -282,7 +283,7 @@ class StudentServer:
         for mirror, tree in protocol.sync_entries(message):
             decoder.decode(dict(tree, mirror=mirror))
 
-    def _sync_out(self, encoder: wire.Encoder) -> protocol.Sync:
+    def _sync_out(self, encoder: codec.Encoder) -> protocol.Sync:
         sync = protocol.empty_sync()
         for mirror, held in self.mirrors.items():
             if not protocol.unchanged(held, self.snapshots.get(mirror)):

@@ -14,7 +14,7 @@ non-dumpable (no ptrace, no /proc/<pid>/mem from its children), then for every n
    the child ended and reports "done" on the control socket.
 
 The checker never runs student code and this process never decides a verdict: it only executes
-cells and calls, and sends back values (``wire.py``). Objects that are not plain data stay here and
+cells and calls, and sends back values (``codec.py``). Objects that are not plain data stay here and
 cross as handles the checker drives by request (call, getattr, getitem, ...).
 """
 
