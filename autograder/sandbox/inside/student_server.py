@@ -34,7 +34,7 @@ MAX_ITER = 100_000
 
 def _file_stamps(folder: str) -> dict[str, tuple[int, int]]:
     """Relative path -> (size, mtime) of the regular files below ``folder`` (links not followed;
-    the kernel's own output captures left out)."""
+    the student server's own output captures left out)."""
     stamps = {}
     for root, _, files in os.walk(folder):
         for name in files:
