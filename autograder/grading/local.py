@@ -4,7 +4,7 @@ Up to ``workers`` notebooks at once, one bubblewrap sandbox each, a checker chil
 (``execute/runner.py``). It asks the pipeline for the next submission only when a sandbox is about to
 be free, so sanitizing and recording (the parent) overlap with execution (the children): when a
 notebook finishes, the next queued one starts on its sandbox (once the sandbox reports its clean-up)
-before the parent records the finished one, so even a one-sandbox worker keeps its sandbox busy.
+before the parent records the finished one, so even a run with one sandbox (``--workers 1``) keeps it busy.
 """
 
 from __future__ import annotations
