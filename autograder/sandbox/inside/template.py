@@ -49,9 +49,9 @@ else:
     from protocol import Kind  # noqa: E402
 
 WORK = "/sandbox-work"  # the sandbox's private writable folder (a tmpfs); see main() without one
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-CLEAN_UP_S = 10.0  # how long the processes a notebook left may take to die
+LEFTOVERS_DIE_S = 10.0  # how long the processes a notebook left may take to die (the checker's side
+# waits longer for the template's report: grading/execute/runner.py's CLEAN_UP_S)
 
 
 # --------------------------------------------------------------------------- the template
@@ -76,7 +76,7 @@ def _warm_imports() -> dict:
 def template(control: socket.socket) -> None:
     info = _warm_imports()
     libc = ctypes.CDLL(None)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(isolation.PR_SET_DUMPABLE, 0, 0, 0, 0)
     global ISOLATED
     ISOLATED = SANDBOXED and _probe_isolation()
     wire.send(control, {"kind": Kind.READY, "pid": os.getpid(), "isolated": ISOLATED, **info})
@@ -193,7 +193,7 @@ def _clean_up(child: int) -> None:
         for name in os.listdir(WORK):
             shutil.rmtree(os.path.join(WORK, name), ignore_errors=True)
         return
-    deadline = time.monotonic() + CLEAN_UP_S
+    deadline = time.monotonic() + LEFTOVERS_DIE_S
     while True:  # until nothing of the notebook's is left: the next one must not see its processes
         try:
             os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves (and PID 1)
@@ -203,7 +203,7 @@ def _clean_up(child: int) -> None:
         if not _others():
             break
         if time.monotonic() > deadline:
-            raise SystemExit(f"processes of the last notebook outlived it by {CLEAN_UP_S:.0f} s; "
+            raise SystemExit(f"processes of the last notebook outlived it by {LEFTOVERS_DIE_S:.0f} s; "
                              "the sandbox must be restarted")
         time.sleep(0.01)
     mounts = _mount_points()
@@ -319,7 +319,7 @@ def _write_companions(workdir: str, paths: list[str], blobs: list[bytes]) -> Non
 def _child(launch: dict, workdir: str, data: socket.socket, paths: list[str],
            blobs: list[bytes]) -> None:
     libc = ctypes.CDLL(None)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     fresh = launch.get("tmpfs") or protocol.NOTEBOOK_TMPFS_BYTES
     removals = list(launch.get("removed") or [])  # the exercise's forbidden implementations
     cover = removal.files_to_cover(removals) if removals and ISOLATED else None
