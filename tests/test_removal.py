@@ -176,7 +176,7 @@ def test_the_sentence_a_zh_tw_student_reads_is_in_zh_tw():
     [removal] = forbidden.removals(ADAGRAD)
     assert removal["message"].endswith(f"({forbidden.REMOVED})")
     shown = translate(f"AdaGrad.step: raised ForbiddenAPI: {removal['message']} [seed 5]", "zh-TW")
-    assert "不允許" in shown and "is not allowed" not in shown and shown.endswith("[seed 5]"), shown
+    assert "不允許" in shown and "is not allowed" not in shown and shown.endswith("〔種子 5〕"), shown
 
 
 AHEAD = textwrap.dedent('''
