@@ -2,9 +2,9 @@
 
 The configuration is ``[tool.mypy]`` in ``pyproject.toml``: every module of ``autograder`` is checked
 (function bodies included); the engine (``autograder.grading``), the sandbox's host side and channel
-(``autograder.sandbox.host``, ``autograder.sandbox.channel``) and the service (``autograder.service``)
-with every flag ``mypy --strict`` turns on, spelled out in an override because ``strict = true`` there
-would turn them on for every module (python/mypy#11401). Third-party packages without type
+(``autograder.sandbox.host``, ``autograder.sandbox.channel``), the service (``autograder.service``)
+and the command line (``autograder.cli``) with every flag ``mypy --strict`` turns on, spelled out
+in an override because ``strict = true`` there would turn them on for every module (python/mypy#11401). Third-party packages without type
 information are listed by name (``ignore_missing_imports``).
 
 Besides the real run: the strict flags are those of ``--strict``, and the check fails on a module
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 STRICT_MODULES = ["autograder.grading", "autograder.grading.*", "autograder.sandbox.host",
                   "autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.service",
-                  "autograder.service.*", "autograder.lms", "autograder.lms.*"]
+                  "autograder.service.*", "autograder.lms", "autograder.lms.*", "autograder.cli",
+                  "autograder.cli.*"]
 
 
 def _mypy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
