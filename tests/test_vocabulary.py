@@ -75,10 +75,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 # (package-relative path, identifier) -> who renames it (files another change owns)
 PENDING: dict[tuple[str, str], str] = {
-    ("service/worker.py", "job"): "renamed by cli+settings (claim: the service queue's claimed submission)",
-    ("service/worker.py", "jobs"): "renamed by cli+settings (claims)",
-    ("service/store.py", "job_id"): "renamed by service-split (claim_id / submission_id)",
-    ("service/store.py", "job_ids"): "renamed by service-split (claim_ids / submission_ids)",
 }
 
 

@@ -425,15 +425,15 @@ class Store:
         return ((SubmissionRow.id == submission_id) & (SubmissionRow.state == "running")
                 & (SubmissionRow.lease_token == lease) & (SubmissionRow.lease_until >= utcnow()))
 
-    def mark_landed(self, job_ids: Sequence[int]) -> None:
+    def mark_landed(self, submission_ids: Sequence[int]) -> None:
         with self.session() as s:
-            s.execute(update(SubmissionRow).where(SubmissionRow.id.in_(list(job_ids)))
+            s.execute(update(SubmissionRow).where(SubmissionRow.id.in_(list(submission_ids)))
                       .values(landed=True))
 
     # -- reading -------------------------------------------------------------------------------
-    def get(self, job_id: int) -> SubmissionRow | None:
+    def get(self, submission_id: int) -> SubmissionRow | None:
         with self.read() as s:
-            return s.get(SubmissionRow, job_id)
+            return s.get(SubmissionRow, submission_id)
 
     def history(self, student: str | None = None, assignment: str | None = None,
                 *, limit: int | None = None) -> list[SubmissionRow]:

@@ -202,7 +202,7 @@ class Worker:
         while not stop.wait(self.options.lease_s / 4):
             try:
                 with self._inflight_lock:
-                    leases = [job.lease for job in self.inflight.values()]
+                    leases = [claim.lease for claim in self.inflight.values()]
                 self.store.renew(leases)
                 self.store.worker_alive(self.id, skip=self.skip, live_s=self.options.lease_s)
                 self._recover()
@@ -210,9 +210,9 @@ class Worker:
                 log.exception("%s: lease heartbeat", self.id)
 
     def _started(self, student: str, assignment: str) -> None:
-        job = self.inflight.get((student, assignment))
-        if job is not None:
-            self.store.started(job.id, job.lease)
+        claim = self.inflight.get((student, assignment))
+        if claim is not None:
+            self.store.started(claim.id, claim.lease)
 
     def _grade_options(self) -> GradeOptions:
         return GradeOptions.of(self.grading, course_root=self.workspace.root,
@@ -232,59 +232,59 @@ class Worker:
             if len(self.inflight) >= capacity:
                 yield None  # full: the stream waits on its running notebooks, not here
                 continue
-            jobs = self.store.claim(self.id, capacity - len(self.inflight), skip=self.skip)
-            if not jobs:
+            claims = self.store.claim(self.id, capacity - len(self.inflight), skip=self.skip)
+            if not claims:
                 time.sleep(IDLE_S)  # the queue is empty: do not ask the database again at once
                 yield None
                 continue
-            for job in jobs:  # all of them now: a claim waiting its turn is renewed too
-                self._stage(job)
-            for job in jobs:
-                yield (job.student, job.assignment)
+            for claim in claims:  # all of them now: a claim waiting its turn is renewed too
+                self._stage(claim)
+            for claim in claims:
+                yield (claim.student, claim.assignment)
 
-    def _stage(self, job: ClaimedSubmission) -> None:
+    def _stage(self, claim: ClaimedSubmission) -> None:
         with self._inflight_lock:
-            self.inflight[(job.student, job.assignment)] = job
-        self.workspace.put(job.student, job.assignment, job.notebook, job.content,
-                           nbgrader_timestamp(job.received_at))
+            self.inflight[(claim.student, claim.assignment)] = claim
+        self.workspace.put(claim.student, claim.assignment, claim.notebook, claim.content,
+                           nbgrader_timestamp(claim.received_at))
 
     def _settled(self, result: SubmissionResult) -> None:
         if result.student == PROBE_STUDENT:
             self._probe_result(result)
             return
         with self._inflight_lock:
-            job = self.inflight.pop((result.student, result.assignment), None)
-        if job is None:
+            claim = self.inflight.pop((result.student, result.assignment), None)
+        if claim is None:
             return
         try:
-            self._record(job, result)
+            self._record(claim, result)
         except Exception as error:  # noqa: BLE001 - one bad result never stops the worker
-            log.exception("recording submission %d", job.id)
-            self.store.fault(job.id, job.lease, f"the service could not record this grade ({error})")
+            log.exception("recording submission %d", claim.id)
+            self.store.fault(claim.id, claim.lease, f"the service could not record this grade ({error})")
 
-    def _record(self, job: ClaimedSubmission, result: SubmissionResult) -> None:
+    def _record(self, claim: ClaimedSubmission, result: SubmissionResult) -> None:
         why = "; ".join(result.reasons) or f"not graded ({result.status})"
         if result.grader_fault:
-            state = self.store.fault(job.id, job.lease, why)
+            state = self.store.fault(claim.id, claim.lease, why)
             if state is None:
-                self._lease_lost(job)
+                self._lease_lost(claim)
             else:
-                log.warning("%s: submission %d: grader fault (%s): %s", self.id, job.id, why, state)
+                log.warning("%s: submission %d: grader fault (%s): %s", self.id, claim.id, why, state)
             return
         if result.status != "graded":
-            if not self.store.fail(job.id, job.lease, why):
-                self._lease_lost(job)
+            if not self.store.fail(claim.id, claim.lease, why):
+                self._lease_lost(claim)
             return
-        stem = Path(job.notebook).stem
+        stem = Path(claim.notebook).stem
         feedback = graded_feedback(
-            self._read_gradebook(), student=job.student, assignment=job.assignment,
-            notebooks={stem: self.workspace.autograded(job.student, job.assignment, job.notebook)},
+            self._read_gradebook(), student=claim.student, assignment=claim.assignment,
+            notebooks={stem: self.workspace.autograded(claim.student, claim.assignment, claim.notebook)},
             reasons=result.reasons)
-        if self.store.finish(job.id, job.lease, score=result.score, max_score=result.max_score,
+        if self.store.finish(claim.id, claim.lease, score=result.score, max_score=result.max_score,
                              feedback=feedback):
-            self._land_if_best(job, result.score)
+            self._land_if_best(claim, result.score)
         else:
-            self._lease_lost(job)
+            self._lease_lost(claim)
 
     def _read_gradebook(self) -> Gradebook:
         """The workspace's gradebook, kept open between submissions (its compiled queries too)."""
@@ -297,39 +297,39 @@ class Worker:
             self._gradebook.close()
             self._gradebook = None
 
-    def _lease_lost(self, job: ClaimedSubmission) -> None:
+    def _lease_lost(self, claim: ClaimedSubmission) -> None:
         log.warning("%s: submission %d: the lease expired before its result (refused); another "
-                    "worker grades it", self.id, job.id)
+                    "worker grades it", self.id, claim.id)
 
-    def _land_if_best(self, job: ClaimedSubmission, score: float | None) -> None:
+    def _land_if_best(self, claim: ClaimedSubmission, score: float | None) -> None:
         """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""
-        if self.settings.policy(job.assignment).counts != "best":
+        if self.settings.policy(claim.assignment).counts != "best":
             return
-        best = max((row.score or 0.0 for row in self.store.history(job.student, job.assignment)
-                    if row.landed and row.id != job.id), default=None)
+        best = max((row.score or 0.0 for row in self.store.history(claim.student, claim.assignment)
+                    if row.landed and row.id != claim.id), default=None)
         if best is None or (score or 0.0) > best:
-            land(self.course, student=job.student, assignment=job.assignment,
-                 notebook=job.notebook, content=job.content, received_at=job.received_at)
-            self.store.mark_landed([job.id])
+            land(self.course, student=claim.student, assignment=claim.assignment,
+                 notebook=claim.notebook, content=claim.content, received_at=claim.received_at)
+            self.store.mark_landed([claim.id])
 
     # -- slurm: batches -------------------------------------------------------------------------
     def _batch(self, grade_options: GradeOptions, stop: threading.Event) -> None:
-        jobs = self.store.claim(self.id, self.options.batch_size, skip=self.skip)
-        if not jobs:
+        claims = self.store.claim(self.id, self.options.batch_size, skip=self.skip)
+        if not claims:
             stop.wait(1.0)
             return
         self.workspace.stage([(j.student, j.assignment, j.notebook, j.content,
-                               nbgrader_timestamp(j.received_at)) for j in jobs])
+                               nbgrader_timestamp(j.received_at)) for j in claims])
         with self._inflight_lock:
-            self.inflight = {(j.student, j.assignment): j for j in jobs}
-        for job in jobs:  # the batch starts them all: each attempt counts now
-            self.store.started(job.id, job.lease)
+            self.inflight = {(j.student, j.assignment): j for j in claims}
+        for claim in claims:  # the batch starts them all: each attempt counts now
+            self.store.started(claim.id, claim.lease)
         try:
-            summary = grade(grade_options, assignments=sorted({j.assignment for j in jobs}),
-                            students=sorted({j.student for j in jobs}))
-        except Exception as error:  # noqa: BLE001 - a failed batch fails its jobs, with the reason
-            for job in jobs:
-                self.store.fault(job.id, job.lease, f"grading failed: {error}")
+            summary = grade(grade_options, assignments=sorted({j.assignment for j in claims}),
+                            students=sorted({j.student for j in claims}))
+        except Exception as error:  # noqa: BLE001 - a failed batch fails its claims, with the reason
+            for claim in claims:
+                self.store.fault(claim.id, claim.lease, f"grading failed: {error}")
             with self._inflight_lock:
                 self.inflight.clear()
             return
@@ -337,8 +337,8 @@ class Worker:
             self._settled(result)
         with self._inflight_lock:
             left, self.inflight = list(self.inflight.values()), {}
-        for job in left:
-            self.store.fault(job.id, job.lease, "grading returned no result for this submission")
+        for claim in left:
+            self.store.fault(claim.id, claim.lease, "grading returned no result for this submission")
 
 
 def require_cuda() -> None:
