@@ -7,8 +7,9 @@ and the command line (``autograder.cli``) with every flag ``mypy --strict`` turn
 in an override because ``strict = true`` there would turn them on for every module (python/mypy#11401). Third-party packages without type
 information are listed by name (``ignore_missing_imports``).
 
-Besides the real run: the strict flags are those of ``--strict``, and the check fails on a module
-with a type error (so a clean run means something).
+Besides the real run: the strict flags are those of ``--strict``, the check fails on a module
+with a type error (so a clean run means something), and a wrong call into the engine's public API
+(``autograder.grading``, lazy at run time) is one.
 """
 
 from __future__ import annotations
@@ -71,3 +72,28 @@ def test_mypy_reports_a_type_error(tmp_path):
     assert "autograder/grading/typo.py:6: error: Argument 1 to \"len\" has incompatible type" in output
     assert "autograder/typo.py:6: error: Argument 1 to \"len\" has incompatible type" in output
     assert "autograder/typo.py:1:" not in output, "only the strict modules need annotations"
+
+
+def test_the_engine_api_is_typed_for_its_callers(tmp_path):
+    """``autograder.grading``'s public names load lazily at run time, yet mypy sees their types (real
+    imports under ``TYPE_CHECKING``): a wrong call into the engine is an error, a right one is not."""
+    (tmp_path / "wrong.py").write_text(
+        "from autograder.grading import GradeOptions, GradeSummary, grade\n\n"
+        "x: int = GradeOptions.of(workers=2)\n"
+        "options = GradeOptions(workers=\"many\")\n"
+        "summary: str = grade(options)\n")
+    (tmp_path / "right.py").write_text(
+        "from autograder.grading import GradeOptions, GradeSummary, grade\n\n"
+        "options: GradeOptions = GradeOptions.of(workers=2, notebook_timeout=900.0)\n"
+        "summary: GradeSummary = grade(options)\n"
+        "count: int = summary.count(\"graded\")\n")
+    result = _mypy("--config-file", str(PYPROJECT), "--follow-imports", "silent",
+                   str(tmp_path / "wrong.py"), cwd=ROOT)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "wrong.py:3: error: Incompatible types in assignment" in output, output
+    assert "wrong.py:4: error: Argument \"workers\" to \"GradeOptions\" has incompatible type" in output, output
+    assert "wrong.py:5: error: Incompatible types in assignment" in output, output
+    result = _mypy("--config-file", str(PYPROJECT), "--follow-imports", "silent",
+                   str(tmp_path / "right.py"), cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr

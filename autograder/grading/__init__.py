@@ -12,7 +12,22 @@ Slurm array task import modules of this package without paying for nbformat and 
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, typed (``X as X``: exported); at run time they load on first use
+    from autograder.grading.execute.confine import CHECKER_UID as CHECKER_UID
+    from autograder.grading.execute.confine import code_folders as code_folders
+    from autograder.grading.execute.confine import confine as confine
+    from autograder.grading.execute.forkserver import probe_forkserver as probe_forkserver
+    from autograder.grading.executor import executor_class as executor_class
+    from autograder.grading.model import GradeSummary as GradeSummary
+    from autograder.grading.model import SubmissionResult as SubmissionResult
+    from autograder.grading.options import GradeOptions as GradeOptions
+    from autograder.grading.pipeline import grade as grade
+    from autograder.grading.pipeline import grade_stream as grade_stream
+    from autograder.grading.prepare import gpu_cells as gpu_cells
+    from autograder.grading.preview import preview_regrade as preview_regrade
+    from autograder.grading.record import read_run_record as read_run_record
 
 _PUBLIC = {
     "grade": "autograder.grading.pipeline",

@@ -198,7 +198,7 @@ class _Batch:
 
     course: Course
     steps: AutogradeSteps
-    gb: object
+    gb: Gradebook  # nbgrader is untyped (Any to mypy); the name says what it is
     device: str
     timeout: float | None
     notebook_timeout: float | None
