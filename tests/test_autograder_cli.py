@@ -196,3 +196,19 @@ def test_gpu_workflow_is_valid_and_grades_on_gpu_runner():
     for expression in [line for line in text.splitlines() if "${{" in line]:
         assert expression.count("${{") == expression.count("}}"), expression
     json.dumps(workflow, default=str)  # plain data all the way down
+
+
+def test_regenerate_is_a_subcommand(tmp_path, monkeypatch, capsys):
+    """``autograder regenerate`` is ``python -m autograder.tools.regenerate``: its --help works and
+    its flags (and --course-root) reach that module's main."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["regenerate", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: autograder regenerate" in out and "--check" in out and "--only" in out
+    seen: list[list[str]] = []
+    monkeypatch.setattr("autograder.tools.regenerate.main", lambda argv: seen.append(argv) or 0)
+    assert _run(tmp_path, "regenerate", "--check", "--only", "outline,tables") == 0
+    assert _run(tmp_path, "regenerate") == 0
+    assert seen == [["--course-root", str(tmp_path), "--check", "--only", "outline,tables"],
+                    ["--course-root", str(tmp_path)]]

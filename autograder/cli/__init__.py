@@ -16,6 +16,7 @@
     autograder submit NN_name.ipynb [--url URL]             autograder.service.client.submit
     autograder lms canvas [--apply] ...                     autograder.lms.canvas.sync
     autograder lms csv OUT.csv                              autograder.lms.import_csv.write_import_csv
+    autograder regenerate [--check] [--only NAME,...]       autograder.tools.regenerate.main
 
 Run from the course root (or pass --course-root). Errors an instructor can fix print one message and
 exit with status 1. ``--log-level`` (DEBUG, INFO, WARNING, ERROR) sets what the ``autograder`` loggers
@@ -23,9 +24,9 @@ print on stderr.
 
 One module per command group, each with the table ``SUBCOMMANDS`` (name -> the function that adds its
 parser, whose ``run`` default is the handler) and ``register(subparsers)``: ``course.py`` (release,
-collect, publish, leak-check, new-exercise, outline), ``grade.py``, ``reports.py`` (feedback, report,
-similarity), ``lms.py``, ``service.py`` (serve, worker, tokens, submit) and ``tools.py`` (doctor,
-demo); ``common.py`` what they share.
+collect, publish, leak-check, new-exercise, outline, regenerate), ``grade.py``, ``reports.py``
+(feedback, report, similarity), ``lms.py``, ``service.py`` (serve, worker, tokens, submit) and
+``tools.py`` (doctor, demo); ``common.py`` what they share.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _GROUPS = (course, grade, reports, lms, service, tools)
 # the order `autograder --help` lists them in
 ORDER = ("release", "collect", "grade", "feedback", "report", "similarity", "lms", "doctor", "demo",
-         "publish", "leak-check", "serve", "worker", "new-exercise", "outline", "tokens", "submit")
+         "publish", "leak-check", "serve", "worker", "new-exercise", "outline", "regenerate", "tokens",
+         "submit")
 
 
 def _parser() -> argparse.ArgumentParser:

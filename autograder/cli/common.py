@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from autograder.course.settings import add_setting_arguments, given_settings
 from autograder.errors import AutograderError
-from autograder.grading.options import SlurmOptions, add_grading_arguments
+from autograder.grading.options import SlurmOptions, add_grading_arguments, load_slurm_options
 
 Subparsers = argparse._SubParsersAction  # the `autograder COMMAND` choices
 Handler = Callable[[argparse.Namespace], int]  # one subcommand: its parsed flags -> exit status
@@ -48,8 +48,6 @@ def slurm_settings(args: argparse.Namespace) -> SlurmOptions | None:
             raise AutograderError(f"the Slurm options ({', '.join(flags) or '--slurm-folder'}) "
                                   "need --executor slurm")
         return None
-    from autograder.grading.slurm.chunks import load_slurm_options
-
     try:
         return load_slurm_options(args.course_root, **overrides)
     except ValueError as error:

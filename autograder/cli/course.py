@@ -1,5 +1,5 @@
 """The course's own commands: ``release``, ``collect``, ``publish``, ``leak-check``,
-``new-exercise`` and ``outline``."""
+``new-exercise``, ``outline`` and ``regenerate``."""
 
 from __future__ import annotations
 
@@ -66,9 +66,22 @@ def _add_outline(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--check", action="store_true")
 
 
+def _add_regenerate(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    from autograder.tools.regenerate import BY_NAME
+
+    p = sub.add_parser("regenerate", help="regenerate every generated artefact (_toc.yml, the docs' "
+                                          "tables, exercises/, the .po files, ...); --check: exit 1 "
+                                          "naming each stale one")
+    p.set_defaults(run=_regenerate)
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 naming each stale artefact and its command")
+    p.add_argument("--only", default="", help=f"comma-separated, of: {', '.join(BY_NAME)}")
+
+
 SUBCOMMANDS: dict[str, Register] = {
     "release": _add_release, "collect": _add_collect, "publish": _add_publish,
-    "leak-check": _add_leak_check, "new-exercise": _add_new_exercise, "outline": _add_outline}
+    "leak-check": _add_leak_check, "new-exercise": _add_new_exercise, "outline": _add_outline,
+    "regenerate": _add_regenerate}
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -163,3 +176,10 @@ def _outline(args: argparse.Namespace) -> int:
         path.write_text(text, encoding="utf-8")
     print(f"{path}: written from {manifest.MANIFEST_FILE}" if current != text else f"{path}: up to date")
     return 0
+
+
+def _regenerate(args: argparse.Namespace) -> int:
+    from autograder.tools.regenerate import main as regenerate
+
+    argv = ["--course-root", str(args.course_root)] + (["--check"] if args.check else [])
+    return regenerate(argv + (["--only", args.only] if args.only else []))

@@ -85,9 +85,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from autograder.errors import SlurmError
 from autograder.grading.options import SlurmOptions
-from autograder.grading.options import (  # noqa: F401 - the cli still imports it from here (pending)
-    load_slurm_options as load_slurm_options,
-)
 from autograder.grading.progress import ProgressBar
 from autograder.grading.remote.work import RESULT_SUFFIX, RESULTS_DIR, result_path
 from autograder.grading.slurm.watch import LOST, RUNNING, WAITING, job_states
