@@ -69,7 +69,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the sandbox template's footprint, which the memory limit leaves room for (the sandbox's template)",
     ("sandbox/inside/protocol.py", "KERNEL_DIED"):
         "the failure's recorded name, kept in every gradebook that has one (the value is data)",
-    ("service/web.py", "template"): "Tornado's template API (an HTML page template)",
+    ("service/handlers.py", "template"): "Tornado's template API (an HTML page template)",
     ("i18n/messages.py", "*"): "message text templates (string.Template), not a process",
 }
 

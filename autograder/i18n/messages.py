@@ -56,7 +56,8 @@ FEEDBACK_SOURCE = "autograder/reports/feedback_misconception.py"
 MISCONCEPTION_TABLE = "catalogue/misconceptions.json"  # autograder.reports.misconceptions.TABLE
 # the feedback service's student pages: every ``_("...")`` (one whole sentence, ``{field}``
 # placeholders filled in after translation: autograder.service.language)
-SERVICE_PAGES = ("autograder/service/web.py", "autograder/service/templates/*.html")
+SERVICE_PAGES = ("autograder/service/handlers.py", "autograder/service/pages.py",
+                 "autograder/service/templates/*.html")
 _PAGE_STRING = re.compile(r'(?<![A-Za-z0-9])_\(\s*"((?:[^"\\\n]|\\.)+)"')
 _PAGE_FIELD = re.compile(r"\{[A-Za-z_]\w*\}")
 # an English word of running text: letters not part of an identifier, a call, an attribute or a
