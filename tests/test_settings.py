@@ -109,3 +109,70 @@ def test_the_cpus_a_run_shares_are_its_affinity_unless_given(monkeypatch):
             GradeOptions(cpus=wrong)
     with pytest.raises(Exception, match="--cpus is this machine's share; a Slurm array task"):
         GradeOptions(cpus=2, executor="slurm")
+
+
+def _course(root: Path, lines: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text("c = get_config()  # noqa: F821\n" + lines, encoding="utf-8")
+    return root
+
+
+def test_the_course_config_sets_grading_settings_and_a_flag_wins(tmp_path):
+    """``c.Autograder.<setting>`` in nbgrader_config.py sets a grading setting; a flag overrides it."""
+    from autograder.grading.options import resolve_grading
+
+    course = _course(tmp_path / "course", "c.Autograder.notebook_timeout = 900\n"
+                                          "c.Autograder.memory_limit_gb = 2\nc.Autograder.workers = 3\n")
+    assert resolve_grading(course, {}) == {"notebook_timeout": 900.0, "memory_limit_gb": 2.0, "workers": 3}
+    assert resolve_grading(course, {"workers": 1})["workers"] == 1
+    options = GradeOptions.of(**resolve_grading(course, {"notebook_timeout": 60.0}))
+    assert (options.notebook_timeout, options.memory_limit_gb, options.workers) == (60.0, 2.0, 3)
+    assert resolve_grading(_course(tmp_path / "plain", ""), {"workers": 2}) == {"workers": 2}
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("c.Autograder.workers = 'many'", "c.Autograder.workers must be an integer or None, got 'many'"),
+    ("c.Autograder.notebook_timeout = '15m'", "c.Autograder.notebook_timeout must be a number"),
+    ("c.Autograder.executor = 'cloud'", "c.Autograder.executor must be one of 'local'"),
+])
+def test_a_wrong_course_setting_names_the_file_the_setting_and_what_it_takes(tmp_path, line, expected):
+    from autograder.errors import CourseError
+    from autograder.grading.options import resolve_grading
+
+    with pytest.raises(CourseError) as raised:
+        resolve_grading(_course(tmp_path, line + "\n"), {})
+    assert str(raised.value).startswith("nbgrader_config.py: ") and expected in str(raised.value), raised.value
+
+
+def test_grade_serve_and_worker_take_the_course_settings(tmp_path, monkeypatch):
+    """The commands run with the course's c.Autograder settings under their flags: grade hands them
+    to the engine, serve and worker to the service's worker (as its one --grading JSON)."""
+    from autograder.cli import main
+    from autograder.errors import AutograderError
+
+    course = _course(tmp_path / "course", "c.Autograder.notebook_timeout = 900\n"
+                                          "c.Autograder.memory_limit_gb = 2\n")
+    seen: dict[str, object] = {}
+
+    def fake_grade(**settings: object) -> None:
+        seen["grade"] = settings
+        raise AutograderError("stopped here")
+
+    monkeypatch.setattr("autograder.grading.pipeline.grade", fake_grade)
+    assert main(["--course-root", str(course), "grade", "--no-progress", "--memory-limit", "1"]) == 1
+    graded = seen["grade"]
+    assert isinstance(graded, dict)
+    assert (graded["notebook_timeout"], graded["memory_limit_gb"]) == (900.0, 1.0)
+
+    monkeypatch.setattr("autograder.service.serve.serve",
+                        lambda options: seen.__setitem__("serve", options.grading))
+    assert main(["--course-root", str(course), "serve", "--workers", "2"]) == 0
+    assert seen["serve"] == {"notebook_timeout": 900.0, "memory_limit_gb": 2.0, "workers": 2}
+
+    monkeypatch.setattr(worker, "main", lambda argv: seen.__setitem__("worker", argv) or 0)
+    assert main(["--course-root", str(course), "worker", "--service-db", "sqlite://",
+                 "--state", str(tmp_path / "state")]) == 0
+    argv = seen["worker"]
+    assert isinstance(argv, list)
+    assert from_settings_json(argv[argv.index("--grading") + 1]) == {
+        "notebook_timeout": 900.0, "memory_limit_gb": 2.0}

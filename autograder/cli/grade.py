@@ -15,6 +15,7 @@ from autograder.grading.options import (
     SlurmOptions,
     add_grading_arguments,
     given_grading,
+    resolve_grading,
 )
 
 if TYPE_CHECKING:
@@ -66,11 +67,12 @@ def _grade(args: argparse.Namespace) -> int:
               "and rewrite the gradebook.\nUse this only to debug the grader, never for real "
               "grades.\n" + "!" * 78, file=sys.stderr)
 
-    settings = given_grading(args)
+    given = given_grading(args)
     if args.no_execute:
-        if settings.get("executor", "as-submitted") != "as-submitted":
-            raise AutograderError(f"--no-execute runs no executor; drop --executor {settings['executor']}")
-        settings["executor"] = "as-submitted"
+        if given.get("executor", "as-submitted") != "as-submitted":
+            raise AutograderError(f"--no-execute runs no executor; drop --executor {given['executor']}")
+        given["executor"] = "as-submitted"
+    settings = resolve_grading(args.course_root, given)  # c.Autograder.<name>, then the flags
     slurm_options = slurm_settings(args)
     if args.preview:
         return _preview(args, settings, slurm_options)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autograder.cli.common import Register, Subparsers, plain, worker_arguments
 from autograder.errors import AutograderError
-from autograder.grading.options import add_grading_arguments, given_grading
+from autograder.grading.options import add_grading_arguments, given_grading, resolve_grading
 
 
 def _add_serve(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -80,7 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _requeue(args)
     serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
                        hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
-                       grading=given_grading(args), lease_s=args.lease_s,
+                       grading=resolve_grading(args.course_root, given_grading(args)), lease_s=args.lease_s,
                        worker=not args.no_worker, gpu=args.gpu))
     return 0
 
@@ -115,7 +115,7 @@ def _worker(args: argparse.Namespace) -> int:
     from autograder.service.worker import main
 
     argv = ["--course-root", str(args.course_root), "--state", str(args.state),
-            "--db", args.service_db, "--grading", settings_json(given_grading(args)),
+            "--db", args.service_db, "--grading", settings_json(resolve_grading(args.course_root, given_grading(args))),
             "--lease-s", str(args.lease_s), *(["--gpu"] if args.gpu else [])]
     return main(argv)
 

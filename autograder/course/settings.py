@@ -101,3 +101,39 @@ def course_settings(config: Any, section: str, key: str, cls: type) -> dict[str,
     if unknown:
         raise CourseError(f"c.{section}.{key} has unknown key(s) {unknown}; valid: {sorted(names)}")
     return raw
+
+
+def config_settings(config: Any, section: str, cls: type,
+                    names: Sequence[str] | None = None) -> dict[str, Any]:
+    """The settings of ``cls`` (``names``, default all) that ``nbgrader_config.py`` sets one by one,
+    as ``c.<section>.<name> = value``, checked against each field's type: a wrong one is a
+    ``CourseError`` naming the file, the setting and what it takes."""
+    found = config.get(section) if hasattr(config, "get") else None
+    if not found:
+        return {}
+    chosen = names if names is not None else list(settings_of(cls))
+    given: dict[str, Any] = {}
+    for name in chosen:
+        if name not in found:
+            continue
+        f, value = setting_field(cls, name), found[name]
+        given[name] = _checked(f, value, f"nbgrader_config.py: c.{section}.{name}")
+    return given
+
+
+def _checked(f: Field[Any], value: Any, where: str) -> Any:
+    """``value`` as field ``f`` takes it (an int for a float field is a float), or a CourseError."""
+    optional = "None" in str(f.type)
+    if value is None and optional:
+        return None
+    expected = kind(f)
+    choices = f.metadata.get("choices")
+    ok = (isinstance(value, bool) if expected is bool else
+          isinstance(value, int) and not isinstance(value, bool) if expected is int else
+          isinstance(value, int | float) and not isinstance(value, bool) if expected is float else
+          isinstance(value, str) and (not choices or value in choices))
+    if not ok:
+        what = {bool: "True or False", int: "an integer", float: "a number (seconds, GB, ...)"}.get(
+            expected, "one of " + ", ".join(map(repr, choices)) if choices else "a string")
+        raise CourseError(f"{where} must be {what}{' or None' if optional else ''}, got {value!r}")
+    return float(value) if expected is float else value

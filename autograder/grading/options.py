@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -27,6 +28,7 @@ from typing import Any
 from autograder import ALLOW_CPU_ENV
 from autograder.course.settings import (
     add_setting_arguments,
+    config_settings,
     course_settings,
     given_settings,
     setting,
@@ -36,6 +38,7 @@ from autograder.course.settings import (
 from autograder.errors import GradingError
 from autograder.grading.registry import EXECUTORS
 
+log = logging.getLogger(__name__)
 CONFIG_SECTION, CONFIG_KEY = "Autograder", "slurm"  # c.Autograder.slurm in nbgrader_config.py
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -145,6 +148,25 @@ def add_grading_arguments(parser: argparse.ArgumentParser,
 def given_grading(args: argparse.Namespace, names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
     """The grading settings ``names`` the command line gave (the rest keep their defaults)."""
     return given_settings(args, GradeOptions, names)
+
+
+def course_grading(config: Any, names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
+    """The grading settings the course's ``nbgrader_config.py`` sets, each as
+    ``c.Autograder.<name>`` (``c.Autograder.notebook_timeout = 900``); checked, a wrong type is a
+    ``CourseError`` naming the file, the setting and what it takes."""
+    return config_settings(config, CONFIG_SECTION, GradeOptions, names)
+
+
+def resolve_grading(course_root: Path | str, given: Mapping[str, Any],
+                    names: Sequence[str] = GRADING_SETTINGS) -> dict[str, Any]:
+    """The grading settings a command runs with: the course's ``c.Autograder.<name>``, then
+    ``given`` (the command line's flags) on top; GradeOptions' defaults for the rest."""
+    from autograder.course.nbgrader import load_course
+
+    resolved = {**course_grading(load_course(course_root).config, names), **given}
+    log.debug("grading settings: %s (nbgrader_config.py's c.Autograder, then the flags %s)",
+              resolved, sorted(given))
+    return resolved
 
 
 def settings_json(settings: Mapping[str, Any]) -> str:
