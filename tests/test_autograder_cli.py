@@ -212,3 +212,20 @@ def test_regenerate_is_a_subcommand(tmp_path, monkeypatch, capsys):
     assert _run(tmp_path, "regenerate") == 0
     assert seen == [["--course-root", str(tmp_path), "--check", "--only", "outline,tables"],
                     ["--course-root", str(tmp_path)]]
+
+
+def test_log_level_configures_logging(tmp_path, monkeypatch):
+    """``--log-level`` (any case) sets the root logger's level; without it logging is left alone; a
+    level that is not DEBUG, INFO, WARNING or ERROR is refused by the parser."""
+    import logging
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kw: calls.append(kw))
+    (tmp_path / "_toc.yml").write_text("", encoding="utf-8")
+    monkeypatch.setattr("autograder.cli.course._outline", lambda args: 0)
+    assert main(["--course-root", str(tmp_path), "outline"]) == 0
+    assert calls == []
+    assert main(["--course-root", str(tmp_path), "--log-level", "debug", "outline"]) == 0
+    assert [call["level"] for call in calls] == ["DEBUG"]
+    with pytest.raises(SystemExit):
+        main(["--log-level", "LOUD", "outline"])
