@@ -20,8 +20,9 @@ from tornado import web
 from autograder.service import language
 from autograder.service.intake import Accepted, Refused, check_upload, enqueue, identify
 from autograder.service.lifetime import die_with_parent
+from autograder.service.schema import SubmissionRow
 from autograder.service.settings import ServiceSettings
-from autograder.service.store import Store, SubmissionRow
+from autograder.service.store import Store
 
 STATES = ("queued", "running", "done", "failed", "error")
 COOKIE = "autograder-session"

@@ -17,7 +17,7 @@ from autograder.service.handlers import (
     submission_number,
 )
 from autograder.service.intake import Refused
-from autograder.service.store import as_utc, digest
+from autograder.service.schema import as_utc, digest
 from autograder.service.views import assignment_views, queue_view, submission_view
 
 

@@ -15,7 +15,8 @@ expired leases, so a worker that starts late steals nothing. An attempt counts w
 submission starts in a sandbox (``started``), never for claimed work that was waiting.
 
 Claims are serialised: ``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; a
-partial unique index keeps one running submission per student whatever the interleaving.
+partial unique index keeps one running submission per student whatever the interleaving. The tables
+and the records read out of them: ``schema.py``.
 """
 
 from __future__ import annotations
@@ -28,34 +29,36 @@ import secrets
 import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    Boolean,
     ColumnElement,
-    DateTime,
-    Float,
-    Index,
-    Integer,
-    LargeBinary,
-    String,
-    Text,
     case,
     create_engine,
     delete,
     event,
     func,
-    inspect,
     select,
-    text,
     update,
 )
 from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, ProgrammingError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
+
+from autograder.service.schema import PROBE_OK as PROBE_OK  # where intake.py and serve.py import it
+from autograder.service.schema import (
+    ClaimedSubmission,
+    Grader,
+    SubmissionRow,
+    TableBase,
+    TokenRow,
+    WorkerRow,
+    add_missing_columns,
+    digest,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import DBAPIConnection
@@ -67,119 +70,6 @@ LEASE_S = 60.0  # how long a claim lives without a heartbeat (the worker renews 
 STATES = ("queued", "running", "done", "failed", "error")
 PACE_WINDOW_S, PACE_LEAST, PACE_EVERY_S = 60.0, 5, 5.0  # Store.pace_s: how the queue's pace is read
 COUNTED = ("queued", "running", "done", "failed")  # states that count against a student's limit
-
-
-class _Base(DeclarativeBase):
-    pass
-
-
-class SubmissionRow(_Base):
-    """One accepted submission: the notebook as uploaded, its place in the queue, its result."""
-
-    __tablename__ = "service_submission"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    student: Mapped[str] = mapped_column(String(128), index=True)
-    assignment: Mapped[str] = mapped_column(String(128), index=True)
-    notebook: Mapped[str] = mapped_column(String(256))  # file name, e.g. 01_strides.ipynb
-    # loaded only where it is read (a claim): a status poll or a history does not carry the notebook
-    content: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
-    sha256: Mapped[str] = mapped_column(String(64))
-    received_at: Mapped[datetime] = mapped_column(DateTime, index=True)  # naive UTC
-    late: Mapped[bool] = mapped_column(Boolean, default=False)
-    round: Mapped[int] = mapped_column(Integer, default=0)  # fair queueing: the student's n-th pending
-    state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    claimed_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    lease_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    lease_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True, index=True)
-    lease_started: Mapped[bool] = mapped_column(Boolean, default=False)  # counted in attempts
-    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    feedback: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON (feedback.py)
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    graded_count: Mapped[int] = mapped_column(Integer, default=0)
-    landed: Mapped[bool] = mapped_column(Boolean, default=False)  # copied to nbgrader's submitted/
-
-    __table_args__ = (Index("one_running_per_student", "student", unique=True,
-                            sqlite_where=text("state = 'running'"),
-                            postgresql_where=text("state = 'running'")),)
-
-
-class TokenRow(_Base):
-    """A standalone-mode course token (only its SHA-256 is stored)."""
-
-    __tablename__ = "service_token"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    digest: Mapped[str] = mapped_column(String(64), unique=True)
-    user: Mapped[str] = mapped_column(String(128), index=True)
-    instructor: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime)
-    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
-class WorkerRow(_Base):
-    """A running worker, as it registered and last said it was alive (``Store.register_worker``):
-    what it grades (``skip``: the assignments it leaves to others, JSON) and its start-up probe
-    (None while it runs, ``"ok"``, or why it failed)."""
-
-    __tablename__ = "service_worker"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    host: Mapped[str] = mapped_column(String(256))
-    pid: Mapped[int] = mapped_column(Integer)
-    gpu: Mapped[bool] = mapped_column(Boolean, default=False)  # grades the GPU exercises
-    skip: Mapped[str] = mapped_column(Text, default="[]")
-    started_at: Mapped[datetime] = mapped_column(DateTime)
-    live_until: Mapped[datetime] = mapped_column(DateTime, index=True)  # its heartbeat renews it
-    probe: Mapped[str | None] = mapped_column(Text, nullable=True)
-
-
-@dataclass(frozen=True)
-class Grader:
-    """A live worker, as the web process reads it."""
-
-    id: str
-    host: str
-    gpu: bool
-    skip: tuple[str, ...]
-    probe: str | None
-
-    def grades(self, assignment: str) -> bool:
-        return assignment not in self.skip and self.probe in (None, PROBE_OK)
-
-
-PROBE_OK = "ok"
-
-
-@dataclass(frozen=True)
-class ClaimedSubmission:
-    """A claimed submission, as the worker needs it (no ORM object crosses a session)."""
-
-    id: int
-    student: str
-    assignment: str
-    notebook: str
-    content: bytes
-    received_at: datetime
-    lease: str  # the claim's token: every result names it
-
-
-def utcnow() -> datetime:
-    """Now, as stored: naive UTC."""
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def as_utc(when: datetime | None) -> str | None:
-    """A stored time for JSON: ISO 8601 with its zone."""
-    return None if when is None else when.replace(tzinfo=UTC).isoformat(timespec="seconds")
-
-
-def digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def private_sqlite_file(url: str) -> None:
@@ -229,8 +119,8 @@ class Store:
             event.listen(self.writer, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         for attempt in range(3):  # workers starting at once on an empty PostgreSQL race to create
             try:
-                _Base.metadata.create_all(self.engine)
-                _add_missing_columns(self.engine)
+                TableBase.metadata.create_all(self.engine)
+                add_missing_columns(self.engine)
                 break
             except (IntegrityError, ProgrammingError):
                 if attempt == 2:
@@ -538,22 +428,6 @@ class Store:
 
 _UNCLAIMED: dict[str, Any] = {"state": "queued", "claimed_by": None, "started_at": None,
                               "lease_token": None, "lease_until": None, "lease_started": False}
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """A database made by an earlier version: the columns it lacks are added (with their
-    defaults), and the index that keeps one running submission per student."""
-    table = _Base.metadata.tables[SubmissionRow.__tablename__]
-    present = {column["name"] for column in inspect(engine).get_columns(table.name)}
-    with engine.begin() as connection:
-        for column in table.columns:
-            if column.name not in present:
-                kind = column.type.compile(engine.dialect)
-                default = {"BOOLEAN": " DEFAULT FALSE"}.get(kind, "")
-                connection.exec_driver_sql(
-                    f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{default}")
-        for index in table.indexes:
-            index.create(connection, checkfirst=True)
 
 
 def _rowcount(result: object) -> int:

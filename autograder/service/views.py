@@ -13,8 +13,9 @@ from typing import Any
 from autograder.reports.figures import score_distribution
 from autograder.service.intake import no_grader
 from autograder.service.policy import human_time
+from autograder.service.schema import SubmissionRow, as_utc
 from autograder.service.settings import ServiceSettings
-from autograder.service.store import Store, SubmissionRow, as_utc
+from autograder.service.store import Store
 
 POLL_SHARE = 0.8  # poll_after_s: of the time until a submission's turn, how much a page waits
 

@@ -55,8 +55,9 @@ from autograder.service.pages import (
     ScoresCsv,
     SubmissionPage,
 )
+from autograder.service.schema import digest, utcnow
 from autograder.service.settings import ServiceSettings
-from autograder.service.store import Store, digest, utcnow
+from autograder.service.store import Store
 
 # the views, where callers have always found them
 from autograder.service.views import GRADER_ERROR as GRADER_ERROR

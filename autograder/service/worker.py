@@ -51,8 +51,9 @@ from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.lifetime import die_with_parent
 from autograder.service.results import graded_feedback
+from autograder.service.schema import PROBE_OK, ClaimedSubmission
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, PROBE_OK, ClaimedSubmission, Store, default_url
+from autograder.service.store import LEASE_S, Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
 log = logging.getLogger("autograder.service.worker")
