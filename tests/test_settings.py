@@ -176,3 +176,22 @@ def test_grade_serve_and_worker_take_the_course_settings(tmp_path, monkeypatch):
     assert isinstance(argv, list)
     assert from_settings_json(argv[argv.index("--grading") + 1]) == {
         "notebook_timeout": 900.0, "memory_limit_gb": 2.0}
+
+
+def test_slurm_settings_one_by_one_in_the_course_config(tmp_path):
+    """``c.Autograder.partition = "gpu"`` is ``c.Autograder.slurm = {"partition": "gpu"}``; the flag
+    still wins; the same setting both ways is refused, naming it."""
+    from autograder.errors import CourseError
+    from autograder.grading.options import load_slurm_options
+
+    course = _course(tmp_path / "one", "c.Autograder.partition = 'gpu'\nc.Autograder.mem_gb = 32\n"
+                                       "c.Autograder.slurm = {'chunk_size': 5}\n")
+    options = load_slurm_options(course)
+    assert (options.partition, options.mem_gb, options.chunk_size) == ("gpu", 32.0, 5)
+    assert load_slurm_options(course, partition="a100").partition == "a100"
+    twice = _course(tmp_path / "two", "c.Autograder.partition = 'gpu'\n"
+                                      "c.Autograder.slurm = {'partition': 'cpu'}\n")
+    with pytest.raises(CourseError, match="sets partition twice"):
+        load_slurm_options(twice)
+    with pytest.raises(CourseError, match="nbgrader_config.py: c.Autograder.chunk_size must be an integer"):
+        load_slurm_options(_course(tmp_path / "bad", "c.Autograder.chunk_size = 'ten'\n"))

@@ -35,7 +35,7 @@ from autograder.course.settings import (
     setting_field,
     settings_of,
 )
-from autograder.errors import GradingError
+from autograder.errors import CourseError, GradingError
 from autograder.grading.registry import EXECUTORS
 
 log = logging.getLogger(__name__)
@@ -190,8 +190,8 @@ def from_settings_json(text: str) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SlurmOptions:
     """How the array jobs are requested. Defaults come from the course config
-    (``c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, ...}`` in nbgrader_config.py,
-    see ``load_slurm_options``); keyword overrides win over both."""
+    (``c.Autograder.slurm = {"partition": "gpu", "gpus_per_task": 1, ...}`` in nbgrader_config.py, or
+    one by one as ``c.Autograder.partition = "gpu"``; see ``load_slurm_options``); keyword overrides win over both."""
 
     partition: str | None = setting(None, "--partition", "partition (default: the cluster's)")
     gpus_per_task: int = setting(0, "--gpus-per-task", "GPUs per array task (CUDA grading when > 0)",
@@ -220,6 +220,13 @@ class SlurmOptions:
     def from_config(cls, config: Any, **overrides: Any) -> SlurmOptions:
         """Options from a loaded traitlets config (``c.Autograder.slurm``), then ``overrides``."""
         raw = course_settings(config, CONFIG_SECTION, CONFIG_KEY, cls)
+        one_by_one = config_settings(config, CONFIG_SECTION, cls)  # c.Autograder.partition = "gpu"
+        both = sorted(set(raw) & set(one_by_one))
+        if both:
+            raise CourseError(f"nbgrader_config.py sets {', '.join(both)} twice: in "
+                              f"c.{CONFIG_SECTION}.{CONFIG_KEY} and as c.{CONFIG_SECTION}.<setting>; "
+                              "keep one")
+        raw = {**one_by_one, **raw}
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:

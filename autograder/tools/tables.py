@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TABLES: dict[str, Callable[[], str]] = {
     "grading-settings": lambda: settings_table(GradeOptions, key="setting, `c.Autograder.<setting>` in nbgrader_config.py"),
-    "slurm-settings": lambda: settings_table(SlurmOptions, key="`c.Autograder.slurm` key"),
+    "slurm-settings": lambda: settings_table(
+        SlurmOptions, key="`c.Autograder.slurm` key, or `c.Autograder.<setting>`"),
     "service-policy": lambda: settings_table(Policy, key="`c.AutograderService.policy` key"),
     "canvas-settings": lambda: settings_table(CanvasOptions, key="`c.Autograder.canvas` key"),
 }
