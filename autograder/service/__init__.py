@@ -1,7 +1,8 @@
 """Autograde on submit: ``autograder serve``, a web service students submit notebooks to.
 
-Two processes, never one: the **web** process (``web.py``: pages, JSON API, authentication by the
-JupyterHub or by course tokens) only reads and writes the **queue** (``store.py``, SQLAlchemy); the
+Two processes, never one: the **web** process (``web.py``: the application and authentication by the
+JupyterHub or by course tokens; ``pages.py`` and ``api.py``, the pages and the JSON API, on ``handlers.py``;
+``views.py``, what they show) only reads and writes the **queue** (``store.py`` on ``schema.py``); the
 **worker** process (``worker.py``) takes queued submissions and grades them with the batch engine
 (``autograder.grading``) in a private workspace (``workspace.py``), so no request is ever served by a
 process that runs student code, and the course gradebook is never written before the instructor grades.

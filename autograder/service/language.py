@@ -1,6 +1,6 @@
 """The student pages' language: the reader's (``Accept-Language``, or ``?lang=`` kept in a cookie),
 their fixed strings from ``locales/<lang>/messages.po`` (``autograder.i18n.messages`` extracts every
-``_("...")`` of ``web.py`` and the templates into it; whole sentences, ``{field}`` placeholders filled
+``_("...")`` of ``handlers.py``, ``pages.py`` and the templates into it; whole sentences, ``{field}`` placeholders filled
 in after the translation), and dates as that language writes them.
 
 English, or the course's zh-TW edition for ``zh-TW``, ``zh-Hant``, ``zh-HK``, ``zh-MO`` and a bare
