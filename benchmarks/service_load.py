@@ -71,7 +71,8 @@ from sqlalchemy.orm import Session  # noqa: E402
 from autograder.authoring import samples  # noqa: E402
 from autograder.authoring.release import nbgrader_environment  # noqa: E402
 from autograder.course.nbgrader import load_course  # noqa: E402
-from autograder.service.store import Store, SubmissionRow, default_url  # noqa: E402
+from autograder.service.schema import SubmissionRow  # noqa: E402
+from autograder.service.store import Store, default_url  # noqa: E402
 
 WRONG_EVERY = 5  # every fifth student submits a catalogue wrong answer
 PROBE_PAUSE_S = 0.1

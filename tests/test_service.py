@@ -195,7 +195,7 @@ def test_a_grader_error_is_shown_as_such_and_staff_grade_it_again(service, token
     """A submission the grader failed on twice: the student reads "the grader failed", it is not
     counted against them, the instructor page lists it, and its "Grade again" button (a form with
     the XSRF token) sends it back to the worker, which grades it."""
-    from autograder.service.store import SubmissionRow, utcnow
+    from autograder.service.schema import SubmissionRow, utcnow
 
     store = Store(default_url(course / ".service"))
     with store.session(write=True) as s:  # as Store.fault leaves it after the last attempt

@@ -175,7 +175,7 @@ def test_a_wrong_policy_is_an_error_naming_the_setting(course, policy, words):
 
 def test_tokens_are_stored_as_digests_and_can_be_revoked(store):
     token = store.issue_token("alice")
-    from autograder.service.store import TokenRow, digest
+    from autograder.service.schema import TokenRow, digest
 
     with store.session() as s:
         stored = [row.digest for row in s.query(TokenRow)]
@@ -186,7 +186,7 @@ def test_tokens_are_stored_as_digests_and_can_be_revoked(store):
 
 
 def test_feedback_shown_follows_the_policy_before_and_after_the_due_date(course, store):
-    from autograder.service.web import submission_view
+    from autograder.service.views import submission_view
 
     job = store.add(student="alice", assignment="01_strides", notebook="01_strides.ipynb",
                     content=b"{}", received_at=T0, late=False)
@@ -207,7 +207,7 @@ def test_feedback_shown_follows_the_policy_before_and_after_the_due_date(course,
 def test_a_submission_not_yet_graded_says_when_to_ask_again(course, store):
     """``poll_after_s``: 1 s at the front, 0.1 s more per submission ahead, 30 s at most; none once
     graded (the page, ``autograder submit`` and the load benchmark follow it)."""
-    from autograder.service.web import submission_view
+    from autograder.service.views import submission_view
 
     settings = settings_with(course)
     jobs = [store.add(student=f"s{n}", assignment="01_strides", notebook="01_strides.ipynb",
@@ -216,7 +216,7 @@ def test_a_submission_not_yet_graded_says_when_to_ask_again(course, store):
     views = [submission_view(store.get(job), settings, store, T0) for job in jobs]
     assert [(v["state"], v.get("position"), v["poll_after_s"]) for v in views] == [
         ("running", None, 1.0), ("queued", 0, 1.0), ("queued", 1, 1.1), ("queued", 2, 1.2)]
-    from autograder.service.web import poll_after_s
+    from autograder.service.views import poll_after_s
 
     assert (poll_after_s(95), poll_after_s(5000)) == (10.5, 30.0)  # no pace yet
     # with the queue's pace (seconds per graded submission): 80% of the time until its turn
@@ -290,7 +290,7 @@ def test_an_exercise_no_running_worker_grades_is_refused_and_what_waits_says_why
     """M2: nobody grading (no worker, or only workers without a GPU for a GPU exercise): refused
     at upload, nothing written; a queued one (its worker gone) shows why it waits, to the student
     and the staff."""
-    from autograder.service.web import queue_view, submission_view
+    from autograder.service.views import queue_view, submission_view
 
     def landed() -> list[tuple[str, float]]:
         return sorted((str(p), p.stat().st_mtime) for p in (course / "submitted").rglob("*"))
@@ -346,7 +346,7 @@ def test_a_student_never_sees_a_server_path_and_a_grader_error_only_as_one(cours
     for path in (f"api/submissions/{job}", f"submissions/{job}", "", "api/submissions"):
         assert "/srv" not in _get_page(settings_with(course), store, "alice", path), path
 
-    from autograder.service.web import GRADER_ERROR, redact_paths, submission_view
+    from autograder.service.views import GRADER_ERROR, redact_paths, submission_view
 
     student = submission_view(store.get(job), settings_with(course), store, T0)
     staff = submission_view(store.get(job), settings_with(course), store, T0, staff=True)
@@ -409,7 +409,7 @@ def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = ""
 
 def test_pages_show_dates_humanely_and_a_not_yet_open_exercise_says_when_it_opens(course, store):
     """m3: "4 Dec 2026, 23:59 UTC", not ISO; "opens <date>", not "(closed)"."""
-    from autograder.service.web import assignment_views
+    from autograder.service.views import assignment_views
 
     settings = dataclasses.replace(settings_with(course), policies={
         "01_strides": {"due": "2026-12-04T23:59:00+00:00"},

@@ -23,7 +23,8 @@ import pytest
 from service_course import Service, client, make_course, right_notebook
 
 from autograder.authoring.release import nbgrader_environment
-from autograder.service.store import Store, default_url, utcnow
+from autograder.service.schema import utcnow
+from autograder.service.store import Store, default_url
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "autograder" / "service" / "client.py"

@@ -7,7 +7,8 @@ import threading
 
 from service_course import make_course, right_notebook, wrong_notebook
 
-from autograder.service.store import Store, utcnow
+from autograder.service.schema import utcnow
+from autograder.service.store import Store
 from autograder.service.worker import Worker, WorkerOptions
 
 SLURM = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 2, "time_min": 5, "max_jobs": 2,

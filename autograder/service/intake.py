@@ -18,8 +18,9 @@ from typing import Any
 from autograder.collect import STUDENT_ID, notebook_problem
 from autograder.course.source import graded_notebook_name
 from autograder.service.landing import land
+from autograder.service.schema import PROBE_OK
 from autograder.service.settings import ServiceSettings
-from autograder.service.store import PROBE_OK, Store
+from autograder.service.store import Store
 
 
 class Refused(Exception):

@@ -17,7 +17,8 @@ from autograder.service.handlers import (
     submission_number,
 )
 from autograder.service.intake import Refused
-from autograder.service.schema import as_utc, digest
+from autograder.service.policy import iso
+from autograder.service.schema import digest
 from autograder.service.views import assignment_views, queue_view, submission_view
 
 
@@ -100,7 +101,7 @@ class ScoresCsv(Handler):
         writer.writerow(["id", "student", "assignment", "received_at", "late", "state", "score",
                          "max_score", "counted"])
         for row in reversed(self.store.history()):
-            writer.writerow([row.id, row.student, row.assignment, as_utc(row.received_at),
+            writer.writerow([row.id, row.student, row.assignment, iso(row.received_at),
                              row.late, row.state, row.score, row.max_score, row.landed])
         self.set_header("Content-Type", "text/csv; charset=utf-8")
         self.set_header("Content-Disposition", 'attachment; filename="service-scores.csv"')

@@ -93,6 +93,7 @@ class Policy:
 
 
 def iso(when: datetime | None) -> str | None:
+    """A stored time (naive UTC) for JSON and CSV: ISO 8601 with its zone."""
     return None if when is None else when.replace(tzinfo=UTC).isoformat(timespec="seconds")
 
 

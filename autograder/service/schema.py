@@ -128,11 +128,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def as_utc(when: datetime | None) -> str | None:
-    """A stored time for JSON: ISO 8601 with its zone."""
-    return None if when is None else when.replace(tzinfo=UTC).isoformat(timespec="seconds")
-
-
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -25,8 +25,9 @@ from urllib.parse import urlparse
 from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
 from autograder.grading.options import settings_json
+from autograder.service.schema import PROBE_OK
 from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, PROBE_OK, Store, default_url
+from autograder.service.store import LEASE_S, Store, default_url
 from autograder.service.web import make_app
 
 if TYPE_CHECKING:

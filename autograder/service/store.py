@@ -47,7 +47,6 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.orm import Session
 
-from autograder.service.schema import PROBE_OK as PROBE_OK  # where intake.py and serve.py import it
 from autograder.service.schema import (
     ClaimedSubmission,
     Grader,

@@ -12,8 +12,8 @@ from typing import Any
 
 from autograder.reports.figures import score_distribution
 from autograder.service.intake import no_grader
-from autograder.service.policy import human_time
-from autograder.service.schema import SubmissionRow, as_utc
+from autograder.service.policy import human_time, iso
+from autograder.service.schema import SubmissionRow
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
 
@@ -54,9 +54,9 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
     ``staff``: also the grader's own words about a fault."""
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
-        "student": row.student, "received_at": as_utc(row.received_at),
+        "student": row.student, "received_at": iso(row.received_at),
         "received": shown(row.received_at), "late": row.late,
-        "state": row.state, "finished_at": as_utc(row.finished_at), "counted": row.landed}
+        "state": row.state, "finished_at": iso(row.finished_at), "counted": row.landed}
     if row.state == "queued":
         view["position"] = store.position(row)
         waiting = no_grader(store, row.assignment, queued=True)

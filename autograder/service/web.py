@@ -59,14 +59,6 @@ from autograder.service.schema import digest, utcnow
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
 
-# the views, where callers have always found them
-from autograder.service.views import GRADER_ERROR as GRADER_ERROR
-from autograder.service.views import assignment_views as assignment_views
-from autograder.service.views import poll_after_s as poll_after_s
-from autograder.service.views import queue_view as queue_view
-from autograder.service.views import redact_paths as redact_paths
-from autograder.service.views import submission_view as submission_view
-
 HERE = Path(__file__).parent
 
 

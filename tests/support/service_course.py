@@ -142,7 +142,8 @@ class WorkerProcess:
 
     def wait_grading(self, db_url: str, timeout: float = 240) -> str:
         """Its id, once it grades: registered, and its start-up probe passed."""
-        from autograder.service.store import PROBE_OK, Store
+        from autograder.service.schema import PROBE_OK
+        from autograder.service.store import Store
 
         worker = self.worker_id(timeout)
         store = Store(db_url)
