@@ -335,8 +335,12 @@ def _command(process: psutil.Process) -> str:
 
 
 def _pids_of(module: str, course: Path, state: Path | None = None) -> list[int]:
-    where = f"{module} --course-root {re.escape(str(course))} --state {re.escape(str(state))}" \
-        if state else f"{module} --course-root {re.escape(str(course))}"
+    if module == "autograder.service.worker":  # its one --options JSON names the course and state
+        where = f'{module} --options .*"course_root": "{re.escape(str(course))}"' + (
+            f'.*"state_dir": "{re.escape(str(state))}"' if state else "")
+    else:
+        where = f"{module} --course-root {re.escape(str(course))}" + (
+            f" --state {re.escape(str(state))}" if state else "")
     out = subprocess.run(["pgrep", "-f", where],
                          capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]

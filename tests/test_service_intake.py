@@ -15,7 +15,8 @@ from service_course import make_course, right_notebook, wrong_notebook
 
 from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
-from autograder.service.intake import Refused, accept
+from autograder.service.intake import accept
+from autograder.service.policy import Refused
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
 

@@ -23,7 +23,8 @@ from sqlalchemy.exc import IntegrityError
 
 from autograder.service.schema import SubmissionRow
 from autograder.service.store import MAX_ATTEMPTS, Store
-from autograder.service.worker import Worker, WorkerOptions
+from autograder.service.options import ServiceOptions
+from autograder.service.worker import Worker
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 LEASE_S = 1.5  # short, so that expiry is seen in a test (long enough for a loaded CI); default 60 s
@@ -232,7 +233,7 @@ def test_work_claimed_together_keeps_its_lease_while_it_waits_its_turn(worker_co
     the heartbeat like the running ones (the heartbeat renews what ``inflight`` holds), so a busy
     worker never loses (and regrades) its own queue."""
     course = make_course(tmp_path / "course", assignments=("01_strides",))
-    worker = Worker(WorkerOptions(course_root=course, state_dir=tmp_path / "state",
+    worker = Worker(ServiceOptions(course_root=course, state_dir=tmp_path / "state",
                                   grading={"workers": 1}))
     ids = submit(worker.store, "alice", "bob")
     worker.workspace.prepare()
@@ -267,7 +268,7 @@ def test_a_worker_without_a_gpu_leaves_the_gpu_exercises_to_one_with_it(worker_c
     monkeypatch.delenv("AUTOGRADER_ALLOW_CPU", raising=False)
 
     def worker(**options) -> Worker:
-        made = Worker(WorkerOptions(course_root=worker_course, state_dir=tmp_path / "state",
+        made = Worker(ServiceOptions(course_root=worker_course, state_dir=tmp_path / "state",
                                     **options))
         made._route()
         return made

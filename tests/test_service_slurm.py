@@ -9,7 +9,8 @@ from service_course import make_course, right_notebook, wrong_notebook
 
 from autograder.service.schema import utcnow
 from autograder.service.store import Store
-from autograder.service.worker import Worker, WorkerOptions
+from autograder.service.options import ServiceOptions
+from autograder.service.worker import Worker
 
 SLURM = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 2, "time_min": 5, "max_jobs": 2,
          "chunk_size": 1, "retries": 1}
@@ -20,7 +21,7 @@ def test_the_slurm_executor_grades_the_queue_in_batches(slurm_cluster, tmp_path)
     with open(course / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.Autograder.slurm = {SLURM!r}\n")
     state = tmp_path / "state"
-    worker = Worker(WorkerOptions(course_root=course, state_dir=state,
+    worker = Worker(ServiceOptions(course_root=course, state_dir=state,
                                   grading={"executor": "slurm", "allow_cpu": True}, batch_size=10))
     store = worker.store
     ids = {student: store.add(student=student, assignment="01_strides",

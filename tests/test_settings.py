@@ -21,7 +21,8 @@ from autograder.grading.options import (
     settings_json,
 )
 from autograder.service import worker
-from autograder.service.serve import ServeOptions, worker_command
+from autograder.service.options import ServiceOptions
+from autograder.service.serve import worker_command
 from autograder.tools import tables
 from autograder.tools.tables import TABLES
 
@@ -76,10 +77,10 @@ def test_no_default_or_flag_is_written_twice():
 
 def test_the_worker_receives_the_settings_as_serve_was_given_them(tmp_path):
     given = {"timeout": 7.0, "device": "cpu", "allow_cpu": True, "workers": 3, "cpus": 2}
-    command = worker_command(ServeOptions(grading=given), tmp_path, tmp_path / "state", "sqlite://")
+    command = worker_command(ServiceOptions(grading=given), tmp_path, tmp_path / "state", "sqlite://")
     assert command[1:3] == ["-m", "autograder.service.worker"]
     args = worker.command_line().parse_args(command[3:])
-    options = GradeOptions.of(**args.grading)
+    options = GradeOptions.of(**args.options.grading)
     assert (options.timeout, options.device, options.allow_cpu, options.workers, options.cpus) == (
         7.0, "cpu", True, 3, 2)
     assert (options.notebook_timeout, options.memory_limit_gb) == (
@@ -146,7 +147,7 @@ def test_a_wrong_course_setting_names_the_file_the_setting_and_what_it_takes(tmp
 
 def test_grade_serve_and_worker_take_the_course_settings(tmp_path, monkeypatch):
     """The commands run with the course's c.Autograder settings under their flags: grade hands them
-    to the engine, serve and worker to the service's worker (as its one --grading JSON)."""
+    to the engine, serve and worker to the service's worker (inside its one ServiceOptions)."""
     from autograder.cli import main
     from autograder.errors import AutograderError
 
@@ -169,13 +170,41 @@ def test_grade_serve_and_worker_take_the_course_settings(tmp_path, monkeypatch):
     assert main(["--course-root", str(course), "serve", "--workers", "2"]) == 0
     assert seen["serve"] == {"notebook_timeout": 900.0, "memory_limit_gb": 2.0, "workers": 2}
 
-    monkeypatch.setattr(worker, "main", lambda argv: seen.__setitem__("worker", argv) or 0)
+    monkeypatch.setattr(worker, "run_worker", lambda options: seen.__setitem__("worker", options) or 0)
     assert main(["--course-root", str(course), "worker", "--service-db", "sqlite://",
                  "--state", str(tmp_path / "state")]) == 0
-    argv = seen["worker"]
-    assert isinstance(argv, list)
-    assert from_settings_json(argv[argv.index("--grading") + 1]) == {
-        "notebook_timeout": 900.0, "memory_limit_gb": 2.0}
+    sent = seen["worker"]
+    assert isinstance(sent, ServiceOptions)
+    assert sent.grading == {"notebook_timeout": 900.0, "memory_limit_gb": 2.0}
+
+
+def test_the_service_settings_come_from_the_course_config_and_a_flag_wins(tmp_path, monkeypatch):
+    """``c.AutograderService.<setting>`` sets serve's and worker's own settings (address, lease, GPU,
+    niceness); a flag wins; the worker process receives them all in one ServiceOptions."""
+    from autograder.cli import main
+    from autograder.errors import CourseError
+    from autograder.service.options import resolve_service
+
+    course = _course(tmp_path / "course", "c.AutograderService.port = 8800\n"
+                                          "c.AutograderService.lease_s = 30\n"
+                                          "c.AutograderService.worker_nice = 0\n"
+                                          "c.Autograder.timeout = 20\n")
+    assert resolve_service(course, {}) == {"port": 8800, "lease_s": 30.0, "worker_nice": 0}
+    seen: dict[str, ServiceOptions] = {}
+    monkeypatch.setattr("autograder.service.serve.serve", lambda options: seen.__setitem__("serve", options))
+    assert main(["--course-root", str(course), "serve", "--lease-s", "90", "--gpu"]) == 0
+    served = seen["serve"]
+    assert (served.port, served.lease_s, served.gpu, served.worker_nice, served.host) == (
+        8800, 90.0, True, 0, "127.0.0.1")
+    command = worker_command(served, course, tmp_path / "state", "sqlite://")
+    received = worker.command_line().parse_args(command[3:]).options
+    assert received == ServiceOptions(course_root=course, state_dir=tmp_path / "state", db_url="sqlite://",
+                                      port=8800, lease_s=90.0, gpu=True, worker_nice=0,
+                                      grading={"timeout": 20.0})
+    with pytest.raises(CourseError, match="c.AutograderService.port must be an integer"):
+        resolve_service(_course(tmp_path / "bad", "c.AutograderService.port = 'http'\n"), {})
+    with pytest.raises(TypeError, match="service options must be a JSON object with exactly"):
+        ServiceOptions.from_json('{"port": 1}')
 
 
 def test_slurm_settings_one_by_one_in_the_course_config(tmp_path):

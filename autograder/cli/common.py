@@ -1,5 +1,5 @@
-"""What several command groups share: safe terminal text, the executor and Slurm flags, the worker's
-flags, and the type of a subcommand table."""
+"""What several command groups share: safe terminal text, the executor and Slurm flags, and the
+type of a subcommand table."""
 
 from __future__ import annotations
 
@@ -18,18 +18,6 @@ def plain(text: str) -> str:
     """Untrusted text made safe for a terminal: control characters (escape sequences that set the
     window title or the clipboard, carriage returns that overwrite a line) shown escaped."""
     return "".join(c if c.isprintable() or c in "\t" else repr(c)[1:-1] for c in str(text))
-
-
-def worker_arguments(p: argparse.ArgumentParser) -> None:
-    from autograder.service.store import LEASE_S
-
-    p.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
-                   help="a claim a worker does not renew for S seconds (it died, froze or lost the "
-                        f"database) goes back to the queue (default {LEASE_S:g}; renewed every S/4)")
-    p.add_argument("--gpu", action="store_true",
-                   help="the worker's machine has a CUDA device (checked at start): it grades the "
-                        "exercises with GPU-only checks too; without it, and without --allow-cpu, "
-                        "those wait in the queue for a worker that has one")
 
 
 def executor_arguments(p: argparse.ArgumentParser) -> None:

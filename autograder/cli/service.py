@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autograder.cli.common import Register, Subparsers, plain, worker_arguments
+from autograder.cli.common import Register, Subparsers, plain
+from autograder.course.settings import add_setting_arguments, given_settings
 from autograder.errors import AutograderError
 from autograder.grading.options import add_grading_arguments, given_grading, resolve_grading
+from autograder.service.options import ServiceOptions, resolve_service
 
 
 def _add_serve(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -16,9 +18,7 @@ def _add_serve(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(run=_serve)
     p.add_argument("--hub", action="store_true",
                    help="run as a JupyterHub service (address, prefix and OAuth from the hub)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8750)
-    p.add_argument("--prefix", default="/", help="URL prefix (standalone; the hub sets its own)")
+    add_setting_arguments(p, ServiceOptions, ["host", "port", "prefix"])
     p.add_argument("--state", type=Path, default=None, metavar="DIR",
                    help="the service's database, workspace and secret (default: <course>/.service)")
     p.add_argument("--service-db", default=None, metavar="URL",
@@ -27,7 +27,7 @@ def _add_serve(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="`serve requeue ID...`: grade those submissions again (grader errors, failed "
                         "ones), then exit; with --failed every one of them")
     p.add_argument("--failed", action="store_true", help="with requeue: every failed or errored one")
-    worker_arguments(p)
+    add_setting_arguments(p, ServiceOptions, ["lease_s", "gpu"])
     p.add_argument("--no-worker", action="store_true",
                    help="start no worker: `autograder worker` processes, here or on other machines "
                         "that reach --service-db, grade")
@@ -42,7 +42,7 @@ def _add_worker(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="the service's SQLAlchemy URL (postgresql://... for workers on several machines)")
     p.add_argument("--state", type=Path, required=True, metavar="DIR",
                    help="this worker's own folder: its mirror of the course, where it grades")
-    worker_arguments(p)
+    add_setting_arguments(p, ServiceOptions, ["lease_s", "gpu"])
     add_grading_arguments(p)
 
 
@@ -74,20 +74,25 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from autograder.service.serve import ServeOptions, serve
+    from autograder.service.serve import serve
 
     if args.requeue or args.failed:
         return _requeue(args)
-    serve(ServeOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
-                       hub=args.hub, host=args.host, port=args.port, prefix=args.prefix,
-                       grading=resolve_grading(args.course_root, given_grading(args)), lease_s=args.lease_s,
-                       worker=not args.no_worker, gpu=args.gpu))
+    serve(_service_options(args, hub=args.hub, worker=not args.no_worker))
     return 0
+
+
+def _service_options(args: argparse.Namespace, **more: object) -> ServiceOptions:
+    """The course's ``c.AutograderService.<setting>`` and ``c.Autograder.<setting>``, the flags on top."""
+    return ServiceOptions(course_root=args.course_root, state_dir=args.state, db_url=args.service_db,
+                          grading=resolve_grading(args.course_root, given_grading(args)),
+                          **resolve_service(args.course_root, given_settings(args, ServiceOptions)),
+                          **more)  # type: ignore[arg-type]
 
 
 def _requeue(args: argparse.Namespace) -> int:
     """``serve requeue ID...`` / ``serve requeue --failed``: back to the queue, attempts reset."""
-    from autograder.service.serve import ServeOptions, state_folder
+    from autograder.service.serve import state_folder
     from autograder.service.store import Store, default_url
 
     words = list(args.requeue)
@@ -101,7 +106,7 @@ def _requeue(args: argparse.Namespace) -> int:
                               f"{' '.join(map(plain, words[1:]))}") from None
     if not ids and not args.failed:
         raise AutograderError("serve requeue: give the submission ids, or --failed for all of them")
-    folder = state_folder(ServeOptions(course_root=args.course_root, state_dir=args.state))
+    folder = state_folder(ServiceOptions(course_root=args.course_root, state_dir=args.state))
     store = Store(args.service_db or default_url(folder))
     done = store.requeue(ids, failed=args.failed)
     for number in sorted(set(ids) - set(done)):
@@ -112,21 +117,20 @@ def _requeue(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     from autograder.grading.options import settings_json
-    from autograder.service.worker import main
+    from autograder.service.worker import run_worker
 
-    argv = ["--course-root", str(args.course_root), "--state", str(args.state),
-            "--db", args.service_db, "--grading", settings_json(resolve_grading(args.course_root, given_grading(args))),
-            "--lease-s", str(args.lease_s), *(["--gpu"] if args.gpu else [])]
-    return main(argv)
+    options = _service_options(args)
+    settings_json(options.grading)  # a wrong grading setting is refused here, with its message
+    return run_worker(options)
 
 
 def _tokens(args: argparse.Namespace) -> int:
     from autograder.course.nbgrader import load_course
-    from autograder.service.serve import ServeOptions, state_folder
+    from autograder.service.serve import state_folder
     from autograder.service.settings import ServiceSettings
     from autograder.service.store import Store, default_url
 
-    folder = state_folder(ServeOptions(course_root=args.course_root, state_dir=args.state))
+    folder = state_folder(ServiceOptions(course_root=args.course_root, state_dir=args.state))
     store = Store(args.service_db or default_url(folder))
     if args.action == "revoke":
         for user in args.users:

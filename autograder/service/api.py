@@ -6,8 +6,8 @@ from tornado import httputil, web
 from tornado.http1connection import HTTP1Connection
 
 from autograder.service.handlers import JsonHandler, accept_off_the_loop, logged_in, own_submission
-from autograder.service.intake import Refused, too_large
-from autograder.service.policy import iso
+from autograder.service.intake import too_large
+from autograder.service.policy import Refused, iso
 from autograder.service.views import assignment_views, queue_view, submission_view
 
 

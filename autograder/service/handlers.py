@@ -18,8 +18,9 @@ from typing import Any
 from tornado import web
 
 from autograder.service import language
-from autograder.service.intake import Accepted, Refused, check_upload, enqueue, identify
+from autograder.service.intake import Accepted, check_upload, enqueue, identify
 from autograder.service.lifetime import die_with_parent
+from autograder.service.policy import Refused
 from autograder.service.schema import SubmissionRow
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store

@@ -1,6 +1,6 @@
 """Whether an upload is accepted, and what acceptance writes: nothing at all unless every check passes.
 
-Checks in order, each refusal a ``Refused`` with an HTTP status and a message that says what was
+Checks in order, each refusal a ``Refused`` (``policy.py``) with an HTTP status and a message that says what was
 expected: the user is a student of the course; the file is named like a notebook of an assignment
 (and of the assignment asked for, when one is); it is within the size cap; it is a notebook of that
 assignment (``autograder.collect.notebook_problem``, the same rule as ``autograder collect``); the
@@ -18,19 +18,10 @@ from typing import Any
 from autograder.collect import STUDENT_ID, notebook_problem
 from autograder.course.source import graded_notebook_name
 from autograder.service.landing import land
+from autograder.service.policy import Refused
 from autograder.service.schema import PROBE_OK
 from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
-
-
-class Refused(Exception):
-    """A submission the service does not take: ``status`` (HTTP) and a message for the student."""
-
-    def __init__(self, status: int, message: str, *, retry_after: datetime | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -195,9 +186,7 @@ def enqueue(settings: ServiceSettings, store: Store, upload: Upload, *, now: dat
         raise ValueError(f"{upload.name}: enqueue needs an identified upload (intake.identify)")
     policy = settings.policy(found)
     earlier = store.received_since(student, found, now - timedelta(hours=policy.window_hours))
-    refusal = policy.refusal(now, earlier)
-    if refusal is not None:
-        raise Refused(refusal.status, refusal.message, retry_after=refusal.retry_after)
+    policy.admit(now, earlier)
     why = no_grader(store, found) if require_grader else None
     if why is not None:
         raise Refused(503, why)

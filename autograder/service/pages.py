@@ -16,8 +16,7 @@ from autograder.service.handlers import (
     own_submission,
     submission_number,
 )
-from autograder.service.intake import Refused
-from autograder.service.policy import iso
+from autograder.service.policy import Refused, iso
 from autograder.service.schema import digest
 from autograder.service.views import assignment_views, queue_view, submission_view
 

@@ -29,13 +29,15 @@ FEEDBACK_LEVELS = ("tests", "score", "none")
 COUNTS = ("latest", "best")
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """What the policy says to a submission it does not take: HTTP status, message, when to retry."""
+class Refused(Exception):
+    """A submission the service does not take (the policy's refusals here, the upload's checks in
+    ``intake.py``): ``status`` (HTTP), a message for the student, and when to try again."""
 
-    status: int
-    message: str
-    retry_after: datetime | None = None
+    def __init__(self, status: int, message: str, *, retry_after: datetime | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -61,23 +63,22 @@ class Policy:
         return self.feedback_after_due if self.due is not None and now > self.due \
             else self.feedback_before_due
 
-    def refusal(self, now: datetime, earlier: list[datetime]) -> Refusal | None:
-        """Why a submission at ``now`` is refused (None: accepted); ``earlier`` are this student's
+    def admit(self, now: datetime, earlier: list[datetime]) -> None:
+        """A submission at ``now``, or ``Refused`` saying why not; ``earlier`` are this student's
         submissions of the assignment within the window, oldest first."""
         if self.opens is not None and now < self.opens:
-            return Refusal(403, f"{self.assignment} opens at {shown(self.opens)}; nothing was "
+            raise Refused(403, f"{self.assignment} opens at {shown(self.opens)}; nothing was "
                                 "submitted")
         if self.due is not None and now > self.due and not self.late:
-            return Refusal(403, f"{self.assignment} was due at {shown(self.due)} and late "
+            raise Refused(403, f"{self.assignment} was due at {shown(self.due)} and late "
                                 "submissions are not accepted; nothing was submitted")
         window = timedelta(hours=self.window_hours)
         recent = [when for when in earlier if when > now - window]
         if self.max_submissions >= 0 and len(recent) >= self.max_submissions:
             next_at = recent[len(recent) - self.max_submissions] + window
-            return Refusal(429, f"{self.max_submissions} submissions of {self.assignment} in "
+            raise Refused(429, f"{self.max_submissions} submissions of {self.assignment} in "
                                 f"{self.window_hours:g} h already; the next is possible at "
                                 f"{shown(next_at)}", retry_after=next_at)
-        return None
 
     def left(self, now: datetime, earlier: list[datetime]) -> int:
         """Submissions still possible in the current window."""

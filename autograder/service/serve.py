@@ -17,17 +17,18 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlparse
 
 from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
 from autograder.grading.options import settings_json
+from autograder.service.options import ServiceOptions
 from autograder.service.schema import PROBE_OK
-from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, Store, default_url
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store, default_url
 from autograder.service.web import make_app
 
 if TYPE_CHECKING:
@@ -37,24 +38,7 @@ log = logging.getLogger("autograder.service")
 PROBE_TIMEOUT_S = 600.0  # the worker's start (sandbox warm-up, torch) and one notebook, at most
 
 
-@dataclass
-class ServeOptions:
-    course_root: Path = Path(".")
-    state_dir: Path | None = None  # default: <course>/.service
-    db_url: str | None = None  # default: sqlite in the state folder
-    hub: bool = False
-    host: str = "127.0.0.1"
-    port: int = 8750
-    prefix: str = "/"
-    grading: dict[str, Any] = field(default_factory=dict)  # grading settings given (GradeOptions')
-    worker_nice: int = WORKER_NICE
-    worker_args: list[str] = field(default_factory=list)
-    lease_s: float = LEASE_S  # the worker's claims live this long without a heartbeat
-    worker: bool = True  # False: grading is done by `autograder worker` processes elsewhere
-    gpu: bool = False  # the worker has a CUDA device: it takes the GPU exercises too
-
-
-def state_folder(options: ServeOptions) -> Path:
+def state_folder(options: ServiceOptions) -> Path:
     """The service's folder (database, cookie secret, the worker's workspace): this user's only,
     mode 700, wherever it lies. Nothing in it is opened to the checker's uid (grading as root): the
     checker works in a folder of its own that the grading engine makes reachable for it (a fresh
@@ -148,15 +132,16 @@ class WorkerProcess:
             self.process.wait()
 
 
-def worker_command(options: ServeOptions, course_root: Path, folder: Path, db_url: str) -> list[str]:
-    """The worker's command line: the grading settings travel as given, never re-defaulted."""
-    return [sys.executable, "-m", "autograder.service.worker", "--course-root", str(course_root),
-            "--state", str(folder), "--db", db_url, "--grading", settings_json(options.grading),
-            "--with-parent", "--nice", str(options.worker_nice), "--lease-s", str(options.lease_s),
-            *(["--gpu"] if options.gpu else []), *options.worker_args]
+def worker_command(options: ServiceOptions, course_root: Path, folder: Path, db_url: str) -> list[str]:
+    """The worker's command line: one ``ServiceOptions`` (the course, state folder and database
+    filled in), its grading settings as given, never re-defaulted."""
+    settings_json(options.grading)  # a wrong grading setting is refused here, with its message
+    sent = replace(options, course_root=course_root, state_dir=folder, db_url=db_url)
+    return [sys.executable, "-m", "autograder.service.worker", "--options", sent.to_json(),
+            "--with-parent"]
 
 
-def serve(options: ServeOptions) -> None:
+def serve(options: ServiceOptions) -> None:
     """Run until SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s serve %(message)s")
     course = load_course(options.course_root)

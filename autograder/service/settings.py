@@ -18,7 +18,6 @@ from autograder.service.policy import Policy, parse_time, policy_for
 log = logging.getLogger("autograder.service")
 DEFAULT_UPLOAD_MB = 5.0
 RELOAD_CHECK_S = 1.0  # how often nbgrader_config.py's modification time is looked at
-WORKER_NICE = 10  # the worker and its sandboxes yield the CPU to the web process (0: as is)
 
 # (when, assignment -> notebooks, students, assignment -> due date,
 #  (assignment, notebook) -> grade ids)

@@ -47,6 +47,7 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlalchemy.orm import Session
 
+from autograder.service.options import LEASE_S
 from autograder.service.schema import (
     ClaimedSubmission,
     Grader,
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 
 MAX_ATTEMPTS = 2  # grader failures (a worker's death, a fault before the student's code) before
 # the submission is marked "error" for the staff
-LEASE_S = 60.0  # how long a claim lives without a heartbeat (the worker renews it every LEASE_S / 4)
 STATES = ("queued", "running", "done", "failed", "error")
 PACE_WINDOW_S, PACE_LEAST, PACE_EVERY_S = 60.0, 5, 5.0  # Store.pace_s: how the queue's pace is read
 COUNTED = ("queued", "running", "done", "failed")  # states that count against a student's limit

@@ -9,7 +9,8 @@ written once and only under a live lease (``Store.finish``); a worker that dies 
 leases that expire, and any worker puts those back in the queue (``Store.recover``). A fault of the
 grader (``SubmissionResult.grader_fault``) is retried, then shown as a grader error, never a score.
 
-    python -m autograder.service.worker --course-root C --state DIR [--db URL] [--grading JSON]
+    python -m autograder.service.worker --options JSON   (serve.worker_command writes it)
+    autograder worker --service-db URL --state DIR [flags]   (cli/service.py)
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook
@@ -47,13 +46,13 @@ from autograder.grading import (
     grade,
     grade_stream,
 )
-from autograder.grading.options import from_settings_json
 from autograder.service.landing import land, nbgrader_timestamp
 from autograder.service.lifetime import die_with_parent
+from autograder.service.options import ServiceOptions
 from autograder.service.results import graded_feedback
 from autograder.service.schema import PROBE_OK, ClaimedSubmission
-from autograder.service.settings import WORKER_NICE, ServiceSettings
-from autograder.service.store import LEASE_S, Store, default_url
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store, default_url
 from autograder.service.workspace import Workspace, definitions_fingerprint
 
 log = logging.getLogger("autograder.service.worker")
@@ -62,22 +61,12 @@ RECHECK_S = 30.0  # how often the course's assignment definitions are compared w
 PROBE_STUDENT = "autograder-probe"  # the start-up probe's student, in the workspace only
 
 
-@dataclass
-class WorkerOptions:
-    course_root: Path
-    state_dir: Path
-    db_url: str | None = None
-    # the grading settings given to `autograder serve`; GradeOptions' defaults for the rest
-    grading: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 50  # slurm: submissions per grade() batch
-    lease_s: float = LEASE_S  # a claim without a heartbeat for this long is anyone's again
-    gpu: bool = False  # this machine has a CUDA device for the GPU-only checks (--gpu, verified)
-
-
 class Worker:
     """Grades what the queue holds until ``stop`` is set."""
 
-    def __init__(self, options: WorkerOptions) -> None:
+    def __init__(self, options: ServiceOptions) -> None:
+        if options.state_dir is None:
+            raise TypeError("a worker needs its own state folder (ServiceOptions.state_dir)")
         self.options = options
         self.id = f"worker-{uuid.uuid4().hex[:12]}"
         Path(options.state_dir).mkdir(parents=True, exist_ok=True)
@@ -356,34 +345,32 @@ def require_cuda() -> None:
 def command_line() -> argparse.ArgumentParser:
     """The worker's command line (``serve.worker_command`` writes it)."""
     parser = argparse.ArgumentParser(prog="python -m autograder.service.worker")
-    parser.add_argument("--course-root", type=Path, required=True)
-    parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--db", default=None)
-    parser.add_argument("--grading", type=from_settings_json, default={}, metavar="JSON",
-                        help="grading settings, as `autograder serve` writes them (GradeOptions' "
-                             "defaults for the rest)")
+    parser.add_argument("--options", type=ServiceOptions.from_json, required=True, metavar="JSON",
+                        help="the service's options, as `autograder serve` writes them "
+                             "(ServiceOptions.to_json: the course, state folder, database, lease, "
+                             "GPU, niceness and the grading settings given)")
     parser.add_argument("--with-parent", action="store_true", help="exit when the parent dies")
     parser.add_argument("--report-id", action="store_true",
                         help="write this worker's id as the first line of stdout (then stdout is "
                              "stderr): `serve` reads its start-up probe by it")
-    parser.add_argument("--gpu", action="store_true",
-                        help="this machine has a CUDA device: take the GPU exercises too")
-    parser.add_argument("--lease-s", type=float, default=LEASE_S, metavar="S",
-                        help="a claim this worker does not renew for S seconds is anyone's again "
-                             f"(default {LEASE_S:g}; renewed every S/4)")
-    parser.add_argument("--nice", type=int, default=WORKER_NICE, metavar="N",
-                        help="lower this worker's CPU priority (its templates and sandboxes inherit "
-                             f"it) so that the web process answers first (default {WORKER_NICE}; 0: as is)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = command_line().parse_args(argv)
-    if args.nice > 0:
-        os.nice(args.nice)
+    return run_worker(args.options, with_parent=args.with_parent, report_id=args.report_id)
+
+
+def run_worker(options: ServiceOptions, *, with_parent: bool = False, report_id: bool = False) -> int:
+    """Grade until SIGTERM/SIGINT (or the parent's death, ``with_parent``); 3 when the start-up
+    probe failed."""
+    if options.state_dir is None:
+        raise SystemExit("autograder worker: a state folder is needed (--state)")
+    if options.worker_nice > 0:
+        os.nice(options.worker_nice)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a stuck worker is, on stderr
-    if args.with_parent:
+    if with_parent:
         die_with_parent(signal.SIGTERM)  # the serve process that started it (kill -9 too)
     stop = threading.Event()
 
@@ -394,11 +381,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopped)
-    with workspace_lock(args.state):
-        worker = Worker(WorkerOptions(course_root=args.course_root, state_dir=args.state,
-                                      db_url=args.db, grading=args.grading,
-                                      lease_s=args.lease_s, gpu=args.gpu))
-        if args.report_id:
+    with workspace_lock(options.state_dir):
+        worker = Worker(options)
+        if report_id:
             print(worker.id, flush=True)
             os.dup2(2, 1)  # nothing else on the pipe that serve stops reading
         try:

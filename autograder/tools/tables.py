@@ -17,6 +17,7 @@ from pathlib import Path
 from autograder.course.settings import settings_table
 from autograder.grading.options import GradeOptions, SlurmOptions
 from autograder.lms.options import CanvasOptions
+from autograder.service.options import ServiceOptions
 from autograder.service.policy import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +27,14 @@ TABLES: dict[str, Callable[[], str]] = {
     "slurm-settings": lambda: settings_table(
         SlurmOptions, key="`c.Autograder.slurm` key, or `c.Autograder.<setting>`"),
     "service-policy": lambda: settings_table(Policy, key="`c.AutograderService.policy` key"),
+    "service-settings": lambda: settings_table(
+        ServiceOptions, key="setting, `c.AutograderService.<setting>` in nbgrader_config.py"),
     "canvas-settings": lambda: settings_table(CanvasOptions, key="`c.Autograder.canvas` key"),
 }
 PAGES: dict[str, tuple[str, ...]] = {  # page (from the repository root) -> the blocks it holds
     "docs/reference/commands.md": ("grading-settings",),
     "docs/reference/slurm.md": ("slurm-settings",),
-    "docs/reference/service.md": ("service-policy",),
+    "docs/reference/service.md": ("service-policy", "service-settings"),
     "docs/reference/canvas.md": ("canvas-settings",),
 }
 
