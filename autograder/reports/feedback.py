@@ -45,8 +45,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from nbconvert.filters import clean_html, markdown2html
+from nbconvert.filters import markdown2html
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
+from nbformat.v4 import new_output
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
@@ -58,6 +59,17 @@ from autograder.course.source import HIDDEN_SOURCE_TEXT, shows_hidden_source
 from autograder.errors import AutograderError, CourseError
 from autograder.hidden._feedback import ClearHiddenTestTracebacks
 from autograder.i18n.messages import language_code, notebook_language, translate_output
+from autograder.reports.feedback_budget import (
+    CELL_CAP_BYTES,
+    IMAGE_CAP_BYTES,
+    clean_html,
+    default_jobs,
+    escaped_block,
+    rich_enough,
+    run_limited,
+    time_limit,
+    truncated,
+)
 from autograder.reports.feedback_misconception import NameMisconception, named_students
 from autograder.reports.feedback_misconception import enabled as names_misconceptions
 
@@ -66,6 +78,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What a feedback page may render from a student's output (each is escaped or sanitized by nbconvert).
 SAFE_OUTPUT_TYPES = frozenset({"text/plain", "text/html", "text/markdown", "text/latex",
                                "image/png", "image/jpeg", "image/svg+xml"})
+MAX_OUTPUTS = 100  # per code cell; the rest is one line saying how many were left out
 
 
 MATHJAX_SETTING = "feedback_mathjax_url"  # c.Autograder.<MATHJAX_SETTING> in nbgrader_config.py
@@ -144,8 +157,61 @@ def _instructor_cell(cell) -> bool:
                                                                  and not meta.get("solution")))
 
 
+def _instructor_text(cell) -> bool:
+    """A markdown or raw cell the instructor wrote (locked, not a solution, or a task); every other
+    one — a written answer, a cell the student added — is student-written."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return isinstance(meta, dict) and bool(meta.get("task") or (meta.get("locked")
+                                                                and not meta.get("solution")))
+
+
+def _text(value) -> str:
+    return "".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _bound_output(output) -> None:
+    """One output within the budget (``feedback_budget``): the safe MIME types only, each text
+    capped, rich content too large to render linearly shown as its text, escaped."""
+    if "data" in output:
+        data = {}
+        for key, value in output["data"].items():
+            if key not in SAFE_OUTPUT_TYPES:
+                continue
+            text = _text(value)
+            if key in ("image/png", "image/jpeg"):
+                if len(text) <= IMAGE_CAP_BYTES:
+                    data[key] = text
+                else:
+                    data.setdefault("text/plain", f"[an image of {len(text)} bytes, over the cap "
+                                                  f"of {IMAGE_CAP_BYTES} bytes: not shown]")
+            elif key == "text/plain":
+                data[key] = truncated(text)
+            elif rich_enough(text):
+                data[key] = text
+            else:  # too large to render in bounded time: shown as text, escaped
+                data.setdefault("text/plain", truncated(text))
+        if "text/plain" in output["data"] and "text/plain" in data:
+            data["text/plain"] = truncated(_text(output["data"]["text/plain"]))
+        output["data"] = data
+    if "text" in output:
+        output["text"] = truncated(_text(output["text"]))
+    if "evalue" in output:
+        output["evalue"] = truncated(str(output["evalue"]))
+    if isinstance(output.get("traceback"), list):
+        kept, size = [], 0
+        for line in map(str, output["traceback"]):
+            size += len(line.encode("utf-8", "surrogatepass")) + 1
+            if size > CELL_CAP_BYTES:
+                kept.append(truncated(line, max(0, CELL_CAP_BYTES - (size - len(line) - 1))))
+                break
+            kept.append(line)
+        output["traceback"] = kept
+    output["metadata"] = {}
+
+
 class SanitizeStudentContent(Preprocessor):
-    """Nothing from a submission runs in its feedback page (see the module docstring)."""
+    """Nothing from a submission runs in its feedback page, and nothing in it costs more than its
+    size allows (see the module docstring and ``autograder.reports.feedback_budget``)."""
 
     enabled = Bool(True, help="nbconvert skips preprocessors that are not enabled").tag(config=True)
 
@@ -155,19 +221,31 @@ class SanitizeStudentContent(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         cell.pop("attachments", None)
+        source = truncated(_text(cell.get("source", "")))
         if cell.cell_type == "code":
-            for output in cell.get("outputs", []):
-                if "data" in output:
-                    output["data"] = {k: v for k, v in output["data"].items() if k in SAFE_OUTPUT_TYPES}
-                output["metadata"] = {}
-        elif cell.cell_type == "markdown" and ("<" in cell.source or "javascript:" in cell.source.lower()):
-            # rendered and sanitized here, kept on one line so the template's markdown pass leaves it be
-            cleaned = clean_html(markdown2html(cell.source)).replace("\n", "&#10;")
-            cell.source = f"<div>{cleaned}</div>"
-        elif cell.cell_type == "raw":
+            cell.source = source
+            outputs = cell.get("outputs", [])
+            if len(outputs) > MAX_OUTPUTS:
+                dropped = len(outputs) - MAX_OUTPUTS
+                outputs[MAX_OUTPUTS:] = [new_output("stream", name="stdout", text=(
+                    f"[truncated: {dropped} more outputs, over the cap of {MAX_OUTPUTS} outputs "
+                    "per cell]"))]
+            for output in outputs:
+                _bound_output(output)
+        elif cell.cell_type == "markdown":
+            if not _instructor_text(cell) or not rich_enough(source):
+                cell.source = escaped_block(source)  # the student's words, as they wrote them
+            elif "<" in source or "javascript:" in source.lower():
+                # rendered and sanitized here, kept on one line so the template's markdown pass
+                # leaves it be
+                cleaned = clean_html(markdown2html(source)).replace("\n", "&#10;")
+                cell.source = f"<div>{cleaned}</div>"
+            else:
+                cell.source = source
+        else:  # raw, or any other
             cell.metadata.pop("raw_mimetype", None)
             cell.metadata.pop("format", None)
-            cell.source = clean_html(cell.source)
+            cell.source = escaped_block(source)
         return cell, resources
 
 
@@ -274,39 +352,72 @@ def feedback_config(base: Config) -> Config:
     config.GenerateFeedback.preprocessors = configured
     config.ClearHiddenTests.enforce_metadata = False  # feedback is not a release: don't re-validate
     config.HTMLExporter.sanitize_html = True  # student HTML, SVG and markdown outputs: no script
+    # the template's sanitizer in bounded time: bleach on small content only (feedback_budget)
+    config.HTMLExporter.filters = {**config.HTMLExporter.get("filters", {}), "clean_html": clean_html}
     return config
+
+
+def _student_feedback(base: Config, name: str, student: str, named: dict,
+                      force: bool) -> tuple[str, object]:
+    """One student's feedback for ``name`` (run in a process of its own, ``run_limited``):
+    ``("ok", failures)``, or ``("fatal", message)`` when nbgrader could not run at all."""
+    config = feedback_config(base)
+    config.NameMisconception.names = named
+    config.CourseDirectory.assignment_id = name
+    config.CourseDirectory.student_id = student
+    converter = _GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+    converter.force = force
+    try:
+        converter.start()
+    except Exception as error:  # nbgrader raises NbGraderException after logging
+        if not converter.failures:  # not one student's: the run itself cannot go on
+            return "fatal", (f"nbgrader generate_feedback {name} (student {student}) failed: "
+                             f"{error}")
+    return "ok", converter.failures
+
+
+def _remove_pages(course, name: str, student: str) -> None:
+    """A student whose feedback was stopped has no page (as nbgrader leaves one that failed)."""
+    folder = course.coursedir.format_path(course.coursedir.feedback_directory, student, name)
+    for page in glob.glob(os.path.join(folder, "*.html")):
+        os.unlink(page)
 
 
 def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str] | None = None,
              course_root: Path = Path("."), db_url: str | None = None,
-             force: bool = True) -> FeedbackPages:
+             force: bool = True, time_limit_s: float | None = None,
+             jobs: int | None = None) -> FeedbackPages:
     """Write HTML feedback for autograded submissions; return the HTML files of those assignments
     (``.failed`` lists the students whose feedback failed, with why; the others are written).
 
     ``assignments``: default every assignment with autograded submissions; ``students``: default all.
+    Each student's feedback is made in a process of its own (``jobs`` at once, default
+    ``feedback_budget.default_jobs()``), stopped after ``time_limit_s`` (default
+    ``c.Autograder.feedback_time_limit_s``, else 300 s): that student fails alone.
     """
     course = load_course(course_root, db_url=db_url)
+    limit = time_limit(course.config) if time_limit_s is None else time_limit_s
     names = list(assignments) if assignments else _autograded_assignments(course)
     written: list[Path] = []
     failed: list[tuple[str, str, str]] = []
     for name in names:
         course.require_assignment(name)
+        chosen = list(students) if students else _autograded_students(course, name)
         named = named_students(course, name, students or course.submitted_students(name)) \
             if names_misconceptions(course) else {}
-        for student in (students or ["*"]):
-            config = feedback_config(course.config)
-            config.NameMisconception.names = named
-            config.CourseDirectory.assignment_id = name
-            config.CourseDirectory.student_id = student
-            converter = _GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
-            converter.force = force
-            try:
-                converter.start()
-            except Exception as error:  # nbgrader raises NbGraderException after logging
-                if not converter.failures:  # not one student's: the run itself cannot go on
-                    raise AutograderError(f"nbgrader generate_feedback {name} (student {student}) "
-                                          f"failed: {error}") from None
-            failed += converter.failures
+        outcomes = run_limited(_student_feedback,
+                               [(student, (course.config, name, student, named, force))
+                                for student in chosen],
+                               limit_s=limit, jobs=jobs or default_jobs())
+        for outcome in outcomes:
+            if outcome.error is not None:
+                failed.append((name, outcome.key, outcome.error))
+                _remove_pages(course, name, outcome.key)
+                continue
+            kind, detail = outcome.value
+            if kind == "fatal":
+                raise AutograderError(str(detail))
+            failed += detail
         pattern = course.coursedir.format_path(course.coursedir.feedback_directory, "*", name)
         written += sorted(Path(p) for p in glob.glob(os.path.join(pattern, "*.html")))
     if students:
@@ -318,6 +429,17 @@ def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str
         if served != text:
             page.write_text(served, encoding="utf-8")
     return FeedbackPages(written, failed)
+
+
+def _autograded_students(course, name: str) -> list[str]:
+    """The students with an autograded submission of ``name`` (each gets feedback on their own)."""
+    pattern = course.coursedir.format_path(course.coursedir.autograded_directory, "*", name)
+    prefix, _, suffix = pattern.partition("*")
+    found = []
+    for folder in glob.glob(pattern):
+        if os.path.isdir(folder) and folder.startswith(prefix) and folder.endswith(suffix):
+            found.append(folder[len(prefix):len(folder) - len(suffix)])
+    return sorted(found)
 
 
 def _autograded_assignments(course) -> list[str]:
