@@ -25,6 +25,7 @@ from autograder.sandbox.host import SandboxProcess
 WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square
 HANGS = "import time\nwhile True:\n    time.sleep(0.05)\n"
 CRASHES = "import os\nos._exit(3)\n"
+SHOUTS = "import os\nos.write(2, b'to the cell, not the log\\n')\nos._exit(4)\n"  # dies after stderr
 # asks for far more than the 0.5 GB limit at once: refused by the child's address-space limit
 # (a hog that grows page by page is stopped by the parent's watchdog, tested further down)
 HOGS = "buffer = bytearray(4 * 2**30)\n"
@@ -45,6 +46,7 @@ def graded_toy(tmp_path_factory):
     toy.submit(root, "hangs", total=HANGS)
     toy.submit(root, "crashes", total=CRASHES)
     toy.submit(root, "hogs", total=HOGS)
+    toy.submit(root, "shouts", total=SHOUTS)
     # device="cpu": the address-space limit applies (on CUDA only the RSS watchdog does)
     summary = grade(course_root=root, workers=2, timeout=3, memory_limit_gb=0.5,
                     device="cpu", allow_cpu=True, progress=False)
@@ -103,6 +105,48 @@ def test_autograded_notebooks_where_nbgrader_puts_them(graded_toy):
     for student in results:
         assert (root / "autograded" / student / toy.ASSIGNMENT / f"{toy.ASSIGNMENT}.ipynb").is_file()
     assert not list((root / "autograded").glob("*/.grading-*")), "staging directories left behind"
+
+
+def test_the_run_record_keeps_each_cells_outcome_and_a_failed_notebooks_sandbox_log(graded_toy):
+    """Why a hidden test failed, without a rerun: each code cell's status, seconds and the limit that
+    fired are in the run record; a notebook that did not complete has its sandbox's log (what it wrote
+    while this notebook ran) kept beside the record, and the record names the file."""
+    root, _ = graded_toy
+
+    def notebook(student: str) -> dict:
+        return read_run_record_of(root, student)["notebooks"][toy.ASSIGNMENT]
+
+    def by_cell(student: str) -> dict[str, dict]:
+        return {c["cell"]: c for c in notebook(student)["cells"]}
+
+    ref = by_cell("ref")
+    assert set(ref) >= {"square_impl", "total_impl", *toy.POINTS} and ref["test_square"]["kind"] == GRADE
+    assert all(c["status"] == "ok" and c["seconds"] >= 0 for c in ref.values()), ref
+    assert notebook("ref")["sandbox_log"] is None
+    hangs = by_cell("hangs")
+    assert (hangs["total_impl"]["status"], hangs["total_impl"]["limit"]) == ("limit", "CellTimeoutError")
+    assert hangs["square_impl"]["status"] == "ok" and hangs["test_square"]["status"] == "ok"
+    wrong = by_cell("wrong")
+    assert (wrong["test_square"]["status"], wrong["test_square"]["error"]) == ("error", "AssertionError")
+    shouts = by_cell("shouts")
+    assert (shouts["total_impl"]["status"], shouts["total_impl"]["error"], shouts["total_impl"]["seconds"]) == (
+        "error", "KernelDied", None)
+    assert {shouts[g]["status"] for g in toy.POINTS if g != "test_square"} == {"not run"}
+    named = notebook("shouts")["sandbox_log"]
+    log = root / "autograded" / "shouts" / ".autograder" / named
+    assert named == f"{toy.ASSIGNMENT}.{toy.ASSIGNMENT}.sandbox.log"
+    kept = log.read_text()  # this notebook's part only: the template served others before it
+    assert "to the cell, not the log" not in kept
+    assert kept.count("launch ") == 1 and "the notebook's process ended" in kept and '"code": 4' in kept
+    assert not (root / "autograded" / "ref" / ".autograder" / named).exists()
+
+
+def read_run_record_of(root: Path, student: str) -> dict:
+    from autograder.grading.run_record import read_record
+
+    found = read_record(root / "autograded" / student / toy.ASSIGNMENT)
+    assert found is not None, f"no run record for {student}"
+    return found
 
 
 def test_rerun_skips_graded_and_force_regrades(graded_toy):

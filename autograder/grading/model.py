@@ -48,12 +48,17 @@ class NotebookOutcome:
     seconds: float = 0.0
     files: dict[str, bytes] = field(default_factory=dict)  # written next to the notebook (bounded)
     executed: bool = True  # False: --no-execute, the outputs are the submission's own
+    cell_seconds: dict[int, float] = field(default_factory=dict)  # code cell index -> its run time
+    # a notebook that did not complete: what its sandbox wrote (stderr) while it ran, the tail
+    sandbox_log: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"outputs": {str(i): [list(o), c] for i, (o, c) in self.outputs.items()},
                 "reason": self.reason, "running_cell": self.running_cell,
                 "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3),
-                "files": {path: base64.b64encode(data).decode() for path, data in self.files.items()}}
+                "files": {path: base64.b64encode(data).decode() for path, data in self.files.items()},
+                "cell_seconds": {str(i): round(s, 3) for i, s in self.cell_seconds.items()},
+                "sandbox_log": self.sandbox_log}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NotebookOutcome:
@@ -70,7 +75,10 @@ class NotebookOutcome:
                        failed_ename=str(data.get("failed_ename", Failure.KERNEL_DIED)),
                        seconds=float(data.get("seconds", 0.0)),
                        files={str(p): base64.b64decode(b, validate=True)
-                              for p, b in dict(data.get("files", {})).items()})
+                              for p, b in dict(data.get("files", {})).items()},
+                       cell_seconds={int(i): float(s)
+                                     for i, s in dict(data.get("cell_seconds", {})).items()},
+                       sandbox_log=str(data.get("sandbox_log", "")))
         except (KeyError, TypeError, ValueError, IndexError, binascii.Error) as error:
             raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
 

@@ -54,9 +54,12 @@ from autograder.grading.prepare import NBGRADER_LOGGER, CollectWarnings, discard
 from autograder.grading.run_record import (
     DIGESTS,
     RUN_RECORD,
+    cell_outcomes,
     graded_digests,
     move_record_out,
     read_record,
+    sandbox_log_path,
+    write_sandbox_logs,
 )
 from autograder.machine_limits import NOT_RUN_REASON, not_run_cells
 from autograder.sandbox.inside.protocol import Failure
@@ -154,6 +157,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                                   "device": device, "notebooks": {}, "review": []}
     rules = forbidden.course_rules(course, assignment)
     not_run: list[str] = []  # grade ids the machine could not run (machine_limits)
+    logs: dict[str, str] = {}  # notebook -> its sandbox's log where it did not complete
     aside = None
     try:
         with one_transaction(gb), borrowed_gradebook(gb), warnings.catch_warnings():
@@ -192,9 +196,12 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                                    "(formgrader), 0 points until then")
                 unrun = not_run_cells(nb.cells)  # NeedsGPU: the machine's, not the student's
                 not_run += unrun
-                run_record["notebooks"][nb_run.name] = {"seconds": round(outcome.seconds, 3),
-                                                        "reason": outcome.reason,
-                                                        "not_run": unrun}
+                logs[nb_run.name] = outcome.sandbox_log
+                run_record["notebooks"][nb_run.name] = {
+                    "seconds": round(outcome.seconds, 3), "reason": outcome.reason, "not_run": unrun,
+                    "cells": cell_outcomes(nb.cells, nb_run.kinds, outcome.cell_seconds, unrun),
+                    "sandbox_log": sandbox_log_path(submission.final, nb_run.name).name
+                    if outcome.sandbox_log else None}
             if not_run:
                 reasons.append(not_run_problem(len(not_run)))
             run_record["not_run"] = {"reason": NOT_RUN_REASON, "cells": not_run}
@@ -222,6 +229,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
         raise
     # committed: the new grades are in the gradebook; now their folder
     _swap_in(submission.stage, submission.final, aside)
+    write_sandbox_logs(submission.final, logs)
     steps.set_permissions(assignment=assignment, student=student)
     seconds = sum(r.require_outcome().seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,

@@ -1,4 +1,6 @@
-"""The autograder's note on a graded submission (its *run record*): device, timings, why cells failed.
+"""The autograder's note on a graded submission (its *run record*): device, timings, why cells failed,
+each code cell's outcome (``cell_outcomes``), and, for a notebook that did not complete, its sandbox's
+log in a file beside the record (``write_sandbox_logs``).
 
 It is written in the staging folder with the autograded notebooks (so it changes with them, in the
 same swap), then moved out of ``autograded/<student>/<assignment>/`` to
@@ -13,6 +15,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,50 @@ def move_record_out(final: Path) -> None:
         target = run_record_path(final)
         target.parent.mkdir(exist_ok=True)
         os.replace(inside, target)
+
+
+def sandbox_log_path(final: Path, notebook: str) -> Path:
+    """Where a failed notebook's sandbox log lies, beside the run record of ``final``."""
+    return final.parent / RECORDS / f"{final.name}.{notebook}.sandbox.log"
+
+
+def write_sandbox_logs(final: Path, logs: dict[str, str]) -> None:
+    """Each graded notebook's sandbox log (notebook -> text; "" where it completed: an earlier run's
+    log of it is removed, it no longer describes this grade)."""
+    for notebook, text in logs.items():
+        path = sandbox_log_path(final, notebook)
+        if text:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        else:
+            path.unlink(missing_ok=True)
+
+
+LIMITS = frozenset({"CellTimeoutError", "NotebookTimeoutError", "MemoryLimitExceeded", "MemoryError"})
+
+
+def cell_outcomes(cells: Sequence[Mapping[str, Any]], kinds: Mapping[int, str],
+                  seconds: Mapping[int, float], not_run: Collection[str]) -> list[dict[str, Any]]:
+    """Each code cell with code of a graded notebook, as it ended: ``status`` "ok", "error" (its
+    ``error`` names it), "limit" (a time or memory limit fired: ``limit`` names it), "not run" (after
+    the notebook stopped) or "not run by this machine" (a GPU check on a CPU machine); ``seconds`` it
+    ran (None: it did not finish)."""
+    found = []
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") != "code" or not str(cell.get("source", "")).strip():
+            continue
+        grade_id = ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
+        errors = [o for o in cell.get("outputs") or () if o.get("output_type") == "error"]
+        ename = str(errors[0].get("ename")) if errors else None
+        status = ("ok" if ename is None else
+                  "not run by this machine" if grade_id in not_run else
+                  "not run" if ename == "NotExecuted" else
+                  "limit" if ename in LIMITS else "error")
+        found.append({"cell": grade_id or f"cell {index}", "index": index,
+                      "kind": kinds.get(index, "student"), "status": status,
+                      "seconds": seconds.get(index), "error": ename,
+                      "limit": ename if status == "limit" else None})
+    return found
 
 
 def read_record(final: Path) -> dict[str, Any] | None:

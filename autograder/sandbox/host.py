@@ -40,6 +40,7 @@ INSIDE_SOURCE = Path(__file__).resolve().parent / "inside"  # all that bubblewra
 INSIDE_DIR = "/opt/autograder-sandbox"
 WORK_MB, TMP_MB = 512, 512
 START_TIMEOUT_S = 120.0
+LOG_KEPT_BYTES = 64 * 2**10  # of a failed notebook's sandbox log, kept beside its run record
 SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace, and outside it as root
 
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
@@ -386,6 +387,26 @@ class SandboxProcess:
             return Path(self.stderr_path).read_text(errors="replace")[-2000:].strip() or "(no output)"
         except (OSError, TypeError):
             return "(no log)"
+
+    def log_size(self) -> int:
+        """How far the log has been written (``log_since`` reads what comes after)."""
+        try:
+            return os.stat(self.stderr_path).st_size if self.stderr_path else 0
+        except OSError:
+            return 0
+
+    def log_since(self, offset: int, *, limit: int = LOG_KEPT_BYTES) -> str:
+        """What the sandbox wrote to its log after ``offset`` (one notebook's part: its template
+        serves one notebook at a time), the last ``limit`` bytes of it."""
+        if self.stderr_path is None:
+            return ""
+        try:
+            with open(self.stderr_path, "rb") as log:
+                end = log.seek(0, os.SEEK_END)
+                log.seek(max(offset, end - limit))
+                return log.read(limit).decode(errors="replace")
+        except OSError:
+            return ""
 
     def _mark_dead(self) -> None:
         self.state = "dead"

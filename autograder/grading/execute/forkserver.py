@@ -126,6 +126,7 @@ class RunningNotebook:
     outputs: dict[int, tuple[list[dict[str, Any]], int | None]] = field(default_factory=dict)
     running_cell: int | None = None
     cell_started: float = 0.0
+    cell_seconds: dict[int, float] = field(default_factory=dict)  # each finished cell's run time
     started: float = 0.0
     done: bool = False
     exited: bool = False
@@ -194,6 +195,8 @@ class RunningNotebook:
             elif kind == Event.CELL:
                 _, index, outputs, count = message
                 self.outputs[index] = (outputs, count)
+                if self.running_cell == index:
+                    self.cell_seconds[index] = time.monotonic() - self.cell_started
                 self.running_cell = None
             elif kind == Event.DIED:  # the student's process is gone; the checker stops here
                 _, index, ename, reason = message
@@ -257,7 +260,8 @@ class RunningNotebook:
         """What this run produced, as the one result type of execution."""
         return NotebookOutcome(outputs=dict(self.outputs), reason=self.reason,
                                running_cell=self.running_cell, failed_ename=self.failed_ename,
-                               seconds=seconds, files=dict(self.files))
+                               seconds=seconds, files=dict(self.files),
+                               cell_seconds=dict(self.cell_seconds))
 
     def close(self) -> None:
         if self.sockets is not None and self.process is None:

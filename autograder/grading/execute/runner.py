@@ -36,6 +36,7 @@ from autograder.grading.model import NotebookOutcome, NotebookProgram
 from autograder.sandbox.host import SandboxProcess
 
 CLEAN_UP_S = 15.0  # a sandbox must report its clean-up this soon after its notebook's checker ended
+LOG_WAIT_S = 2.0  # a notebook that did not complete: how long its sandbox may take to log its end
 
 
 @dataclass
@@ -43,6 +44,8 @@ class _Slot:
     tag: Any  # the caller's handle for this notebook
     run: forkserver.RunningNotebook
     box: SandboxProcess
+    log_from: int = 0  # where the sandbox's log stood when this notebook started
+    log: str | None = None  # its part of the log, read before a dead sandbox is restarted
 
 
 class NotebookRunner:
@@ -70,6 +73,9 @@ class NotebookRunner:
                 box.close()  # it never reported its clean-up: stopped, or stuck; never reused
                 box.state = "dead"
             if box.state == "dead":
+                for slot in self.running:  # its log goes with the restart: keep their part now
+                    if slot.box is box and slot.log is None:
+                        slot.log = box.log_since(slot.log_from)
                 box.state = "new"
         held = {id(slot.box) for slot in self.running}
         coming = sum(box.state in ("ready", "starting") and id(box) not in held for box in self.pool)
@@ -85,7 +91,7 @@ class NotebookRunner:
         companion files the student's process gets. A sandbox that cannot take the program makes a run
         that is already finished, with the reason (it ran no cell: nothing is recorded from it)."""
         run = forkserver.RunningNotebook(key=tag, program=program, limits=self.limits, workdir=workdir)
-        self.running.append(_Slot(tag, run, box))
+        self.running.append(_Slot(tag, run, box, log_from=box.log_size()))
         try:
             run.sockets = box.start_notebook(launch_message(program, self.limits), files())
         except GradingError as error:  # the sandbox died between jobs: this notebook's run fails
@@ -127,9 +133,23 @@ class NotebookRunner:
             seconds = time.monotonic() - slot.run.started
             slot.run.close()
             slot.box.finished_at = time.monotonic()
-            done.append((slot.tag, slot.run.outcome(seconds)))
+            outcome = slot.run.outcome(seconds)
+            if outcome.reason is not None:  # did not complete: its sandbox's log, for the staff
+                if slot.log is None:
+                    self._await_done(slot.box, LOG_WAIT_S)  # the template's last line about it
+                outcome.sandbox_log = slot.log if slot.log is not None \
+                    else slot.box.log_since(slot.log_from)
+            done.append((slot.tag, outcome))
         self.running = still
         return done
+
+    @staticmethod
+    def _await_done(box: SandboxProcess, timeout: float) -> None:
+        """Up to ``timeout`` seconds for ``box`` to report its notebook's end (its log's last line)."""
+        deadline = time.monotonic() + timeout
+        while box.control is not None and box.state == "busy" and time.monotonic() < deadline:
+            select.select([box.control], [], [], max(0.0, deadline - time.monotonic()))
+            box.pump()
 
     def close(self) -> None:
         """Kill every checker still running (the sandboxes are the pool owner's to close)."""

@@ -93,6 +93,9 @@ def template(control: socket.socket) -> None:
         removal.find_ahead(list(launch.get("removed") or []))  # once per template, not per notebook
         status = _run_notebook(launch, header, blobs, data, kill)
         _clean_up(status.pop("pid"))
+        # its log (the host keeps a failed notebook's part of it beside the run record)
+        print(f"launch {launch.get('id')}: the notebook's process ended: {json.dumps(status)}",
+              file=sys.stderr, flush=True)
         try:
             wire.send(data, {"kind": Kind.EXITED, "status": status})
         except wire.WireError:
