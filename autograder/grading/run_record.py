@@ -19,6 +19,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autograder.sandbox.inside.protocol import Failure
+
 RUN_RECORD = "autograder.json"  # its name in the staging folder
 RECORDS = ".autograder"  # the folder, per student, that holds the records out of nbgrader's way
 # the record's key for the content digest of each submitted notebook that was graded: ``plan`` regrades
@@ -58,7 +60,7 @@ def write_sandbox_logs(final: Path, logs: dict[str, str]) -> None:
             path.unlink(missing_ok=True)
 
 
-LIMITS = frozenset({"CellTimeoutError", "NotebookTimeoutError", "MemoryLimitExceeded", "MemoryError"})
+LIMITS = frozenset({Failure.CELL_TIMEOUT, Failure.NOTEBOOK_TIMEOUT, Failure.MEMORY, "MemoryError"})
 
 
 def cell_outcomes(cells: Sequence[Mapping[str, Any]], kinds: Mapping[int, str],
