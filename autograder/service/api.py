@@ -44,8 +44,12 @@ class ApiSubmissions(JsonHandler):
                              "(or token <hub API token>)")
             return
         length = self.request.headers.get("Content-Length")
-        if length is not None and (not length.isdigit() or int(length) > cap):
-            self._refuse_size(int(length) if length.isdigit() else cap + 1)
+        if length is not None and not (length.isascii() and length.isdigit()):
+            self._error(400, f"Content-Length {ascii(length[:40])}: expected the body's size, a "
+                             "number of bytes")
+            return
+        if length is not None and int(length) > cap:
+            self._refuse_size(int(length))
             return
         connection = self.request.connection
         if isinstance(connection, HTTP1Connection):
@@ -81,9 +85,15 @@ class ApiSubmissions(JsonHandler):
             return self._refuse_size(self._received)
         self.request.body = b"".join(self._chunks)
         self._chunks.clear()
-        httputil.parse_body_arguments(self.request.headers.get("Content-Type", ""),
-                                      self.request.body, self.request.body_arguments,
-                                      self.request.files, self.request.headers)
+        kind = self.request.headers.get("Content-Type", "")
+        try:
+            httputil.parse_body_arguments(kind, self.request.body, self.request.body_arguments,
+                                          self.request.files, self.request.headers)
+        except httputil.HTTPInputError as error:
+            return self._error(400, f"malformed {kind.split(';')[0].strip() or 'request'} body "
+                                    f"({error}): send the notebook as the request body with "
+                                    "?filename=NN_name.ipynb, or as the form field 'notebook' of a "
+                                    "multipart/form-data body with its boundary")
         me = self.me()
         filename = self.get_argument("filename", None)
         content = self.request.body

@@ -18,7 +18,7 @@ from typing import Any
 from tornado import web
 
 from autograder.service import language
-from autograder.service.intake import Accepted, check_upload, enqueue, identify
+from autograder.service.intake import Accepted, Upload, check_upload, enqueue, identify
 from autograder.service.lifetime import die_with_parent
 from autograder.service.policy import Refused
 from autograder.service.schema import SubmissionRow
@@ -46,8 +46,45 @@ def examiner() -> ProcessPoolExecutor:
 
 
 def submission_number(text: str) -> int | None:
-    """A submission id from a URL, or None when it cannot be one."""
-    return int(text) if text.isdigit() and len(text) <= 19 and int(text) < MAX_ID else None
+    """A submission id from a URL or a form, or None when it cannot be one (ASCII digits only:
+    ``"²".isdigit()`` holds, ``int("²")`` fails)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 19 \
+        and int(text) < MAX_ID else None
+
+
+MAX_NAME_BYTES = 255  # a file name's length on every file system the course runs on
+
+
+def file_name_problem(filename: str) -> str | None:
+    """Why ``filename`` (as a client sent it) cannot name an uploaded notebook, or None: no control
+    character or NUL, no path (a browser sends the file's name alone), valid Unicode, at most
+    ``MAX_NAME_BYTES`` bytes."""
+    shown = ascii(filename[:80]) + ("…" if len(filename) > 80 else "")
+    expected = "send the notebook's own file name, e.g. 01_strides.ipynb"
+    try:
+        size = len(filename.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"the file name {shown} is not valid Unicode: {expected}"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in filename):
+        return f"the file name {shown} holds control characters (a NUL, a newline…): {expected}"
+    if "/" in filename or "\\" in filename:
+        return f"the file name {shown} is a path, not a file name: {expected}"
+    if size > MAX_NAME_BYTES:
+        return f"the file name is {size} bytes long, over {MAX_NAME_BYTES}: {expected}"
+    return None
+
+
+def examined(upload: Upload) -> Upload | str:
+    """``intake.identify`` in the examiner, with what a malformed file makes the JSON parser or a
+    validator raise (a body nested 100,000 deep: RecursionError) as the reason it is refused."""
+    try:
+        return identify(upload)
+    except RecursionError:
+        return (f"{upload.name}: not a Jupyter notebook: its JSON nests deeper than a notebook "
+                "does; upload the .ipynb file as Jupyter saved it")
+    except (ValueError, TypeError, KeyError, MemoryError) as error:
+        return (f"{upload.name}: not a Jupyter notebook ({type(error).__name__}: "
+                f"{str(error)[:120]}); upload the .ipynb file as Jupyter saved it")
 
 
 @dataclass(frozen=True)
@@ -186,10 +223,14 @@ class JsonHandler(Handler):
 
 async def accept_off_the_loop(handler: Handler, *, student: str, filename: str, content: bytes,
                               assignment: str | None) -> Accepted:
-    """``intake.accept`` with its notebook parsing in the examiner process."""
+    """``intake.accept`` with its notebook parsing in the examiner process; a file name that cannot
+    be one (``file_name_problem``) is refused first."""
+    problem = file_name_problem(filename)
+    if problem is not None:
+        raise Refused(400, problem)
     upload = check_upload(handler.service, student=student, filename=filename, content=content,
                           assignment=assignment)
-    found = await asyncio.get_running_loop().run_in_executor(examiner(), identify, upload)
+    found = await asyncio.get_running_loop().run_in_executor(examiner(), examined, upload)
     if isinstance(found, str):
         raise Refused(400, found)
     return enqueue(handler.service, handler.store, found, now=handler.now(), require_grader=True)
