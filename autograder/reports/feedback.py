@@ -69,6 +69,7 @@ from autograder.reports.feedback_budget import (
     run_limited,
     time_limit,
     truncated,
+    with_student_text_style,
 )
 from autograder.reports.feedback_misconception import NameMisconception, named_students
 from autograder.reports.feedback_misconception import enabled as names_misconceptions
@@ -425,7 +426,7 @@ def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str
     url = mathjax_url(course)
     for page in written:
         text = page.read_text(encoding="utf-8")
-        served = local_mathjax(text, url)
+        served = local_mathjax(with_student_text_style(text), url)
         if served != text:
             page.write_text(served, encoding="utf-8")
     return FeedbackPages(written, failed)

@@ -39,6 +39,8 @@ RICH_CAP_BYTES = 32 * 1024  # rendered as markdown / cleaned by bleach only up t
 RICH_MAX_MARKUP = 1000  # ...and with at most this many '<' and as many '&'
 TIME_LIMIT_S = 300.0  # one student's feedback (all their notebooks of one assignment)
 TIME_LIMIT_SETTING = "feedback_time_limit_s"  # c.Autograder.<TIME_LIMIT_SETTING>
+STUDENT_TEXT_CLASS = "student-text"
+STUDENT_TEXT_STYLE = f"<style>div.{STUDENT_TEXT_CLASS} {{white-space: pre-wrap;}}</style>"
 
 
 def truncated(text: str, cap: int = CELL_CAP_BYTES) -> str:
@@ -54,9 +56,17 @@ def truncated(text: str, cap: int = CELL_CAP_BYTES) -> str:
 
 def escaped_block(text: str) -> str:
     """Student-written text as the page shows it: escaped, on one line (so the template's markdown
-    pass sees one HTML block and leaves it be), nothing in it parsed."""
+    pass sees one HTML block and leaves it be), nothing in it parsed; its line breaks kept by
+    ``STUDENT_TEXT_STYLE`` (a ``div``, not a ``pre``: MathJax typesets the student's math)."""
     body = html.escape(text, quote=False).replace("\r", "").replace("\n", "&#10;")
-    return f'<pre class="student-text">{body}</pre>'
+    return f'<div class="{STUDENT_TEXT_CLASS}">{body}</div>'
+
+
+def with_student_text_style(page: str) -> str:
+    """``page`` with ``STUDENT_TEXT_STYLE`` in its head where it shows student text."""
+    if f'class="{STUDENT_TEXT_CLASS}"' not in page or STUDENT_TEXT_STYLE in page:
+        return page
+    return page.replace("</head>", f"{STUDENT_TEXT_STYLE}\n</head>", 1)
 
 
 def rich_enough(text: str) -> bool:
