@@ -25,6 +25,10 @@ from autograder.sandbox.host import SandboxProcess
 WRONG_SQUARE = "def square(x):\n    return 2 * x\n"  # fails the visible test of test_square
 HANGS = "import time\nwhile True:\n    time.sleep(0.05)\n"
 CRASHES = "import os\nos._exit(3)\n"
+# a value whose pages are gone: reading it for the grade cell kills the student's process (SIGBUS)
+SIGBUS = ("import os\nimport numpy as np\nwith open('trap.bin', 'wb') as f:\n    f.write(bytes(2**20))\n"
+          "square = np.memmap('trap.bin', dtype=np.uint8, mode='r', shape=(2**20,))\n"
+          "os.truncate('trap.bin', 0)\n")
 SHOUTS = "import os\nos.write(2, b'to the cell, not the log\\n')\nos._exit(4)\n"  # dies after stderr
 # asks for far more than the 0.5 GB limit at once: refused by the child's address-space limit
 # (a hog that grows page by page is stopped by the parent's watchdog, tested further down)
@@ -47,6 +51,7 @@ def graded_toy(tmp_path_factory):
     toy.submit(root, "crashes", total=CRASHES)
     toy.submit(root, "hogs", total=HOGS)
     toy.submit(root, "shouts", total=SHOUTS)
+    toy.submit(root, "sigbus", square=SIGBUS)
     # device="cpu": the address-space limit applies (on CUDA only the RSS watchdog does)
     summary = grade(course_root=root, workers=2, timeout=3, memory_limit_gb=0.5,
                     device="cpu", allow_cpu=True, progress=False)
@@ -92,6 +97,44 @@ def test_a_dying_kernel_reaches_the_instructor_as_nbgrader_does(graded_toy):
         assert flagged("hangs") == flagged("hogs") == flagged("ref") == []
     assert any("needs review" in why and "test_total" in why for why in results["crashes"].reasons)
     assert not any("needs review" in why for why in results["hangs"].reasons)
+
+
+def test_a_grade_cell_not_run_to_completion_earns_nothing(graded_toy):
+    """The verdict fails closed: the student's process dies while the checker reads the names a
+    grade cell needs; that cell got no output from the checker, and counts as the death's cell (0 or
+    manual review, never its points); the cells before keep theirs."""
+    root, results = graded_toy
+    scores = _cell_scores(root, "sigbus")
+    assert scores["test_square"] == 0.0 and sum(scores.values()) == 0.0, scores
+    cells = {c["cell"]: c for c in read_run_record_of(root, "sigbus")["notebooks"][toy.ASSIGNMENT]["cells"]}
+    assert cells["test_square"]["status"] != "ok" and cells["square_impl"]["status"] == "ok", cells
+
+
+def test_the_record_gives_a_grade_cell_the_checker_did_not_complete_an_error():
+    """The invariant, over every way a grade cell can come back without its verdict (no outputs, only
+    a stream, a run that stopped, a checker that died): only a cell in ``completed`` keeps its
+    outputs as they are; every other one gets an error output that names why."""
+    from autograder.grading.model import NotebookOutcome
+    from autograder.grading.record import executed_notebook
+
+    nb = toy.source_notebook()
+    kinds = {i: (GRADE if c.metadata.get("nbgrader", {}).get("grade") else STUDENT)
+             for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    grade_cells = [i for i, kind in kinds.items() if kind == GRADE]
+    student_cells = [i for i, kind in kinds.items() if kind == STUDENT]
+    stream = [{"output_type": "stream", "name": "stdout", "text": "looks fine\n"}]
+    every = dict.fromkeys(kinds, ([], 1))
+    for outputs, reason in (({**every}, None), ({**every, grade_cells[0]: (stream, 1)}, None),
+                            ({**every}, "the checker died")):
+        run = NotebookOutcome(outputs=outputs, reason=reason, completed=set(student_cells))
+        done, _ = executed_notebook(toy.source_notebook(), run, kinds)
+        for index in grade_cells:
+            errors = [o for o in done.cells[index].outputs if o.output_type == "error"]
+            assert errors and "not run to completion" in errors[-1].evalue, (index, reason)
+            assert reason is None or reason in errors[-1].evalue
+    run = NotebookOutcome(outputs={**every}, completed=set(kinds))
+    done, _ = executed_notebook(toy.source_notebook(), run, kinds)
+    assert all(not done.cells[i].outputs for i in grade_cells)  # completed, no error: its points
 
 
 def _course(root):

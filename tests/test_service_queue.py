@@ -21,9 +21,9 @@ from postgres_cluster import postgres_cluster
 from service_course import make_course
 from sqlalchemy.exc import IntegrityError
 
+from autograder.service.options import ServiceOptions
 from autograder.service.schema import SubmissionRow
 from autograder.service.store import MAX_ATTEMPTS, Store
-from autograder.service.options import ServiceOptions
 from autograder.service.worker import Worker
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)

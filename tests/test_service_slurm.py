@@ -7,9 +7,9 @@ import threading
 
 from service_course import make_course, right_notebook, wrong_notebook
 
+from autograder.service.options import ServiceOptions
 from autograder.service.schema import utcnow
 from autograder.service.store import Store
-from autograder.service.options import ServiceOptions
 from autograder.service.worker import Worker
 
 SLURM = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 2, "time_min": 5, "max_jobs": 2,

@@ -49,6 +49,8 @@ class NotebookOutcome:
     files: dict[str, bytes] = field(default_factory=dict)  # written next to the notebook (bounded)
     executed: bool = True  # False: --no-execute, the outputs are the submission's own
     cell_seconds: dict[int, float] = field(default_factory=dict)  # code cell index -> its run time
+    # the cells the checker ran to completion: only a grade cell among them can earn points
+    completed: set[int] = field(default_factory=set)
     # a notebook that did not complete: what its sandbox wrote (stderr) while it ran, the tail
     sandbox_log: str = ""
 
@@ -58,7 +60,7 @@ class NotebookOutcome:
                 "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3),
                 "files": {path: base64.b64encode(data).decode() for path, data in self.files.items()},
                 "cell_seconds": {str(i): round(s, 3) for i, s in self.cell_seconds.items()},
-                "sandbox_log": self.sandbox_log}
+                "sandbox_log": self.sandbox_log, "completed": sorted(self.completed)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NotebookOutcome:
@@ -78,7 +80,8 @@ class NotebookOutcome:
                               for p, b in dict(data.get("files", {})).items()},
                        cell_seconds={int(i): float(s)
                                      for i, s in dict(data.get("cell_seconds", {})).items()},
-                       sandbox_log=str(data.get("sandbox_log", "")))
+                       sandbox_log=str(data.get("sandbox_log", "")),
+                       completed={int(i) for i in data.get("completed", ())})
         except (KeyError, TypeError, ValueError, IndexError, binascii.Error) as error:
             raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
 

@@ -82,6 +82,10 @@ def executed_notebook(nb: NotebookNode, run: NotebookOutcome,
             outputs, count = run.outputs[index]
             cell.outputs = [nbformat.from_dict(o) for o in outputs]
             cell.execution_count = count
+            if (kinds or {}).get(index) == GRADE and index not in run.completed:
+                # fails closed: a grade cell the checker did not run to completion earns nothing
+                cell.outputs.append(_error("NotExecuted", "not run to completion: " + (
+                    run.reason or "the checker did not finish this grade cell")))
         elif run.reason is not None and cell.source.strip():
             ename = run.failed_ename if index == run.running_cell else "NotExecuted"
             evalue = run.reason if index == run.running_cell else f"not run: {run.reason}"

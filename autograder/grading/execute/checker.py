@@ -49,7 +49,7 @@ class Event(StrEnum):
     """What the checker tells the parent (``(event, *fields)`` over a pipe)."""
 
     START = "start"  # (index)
-    CELL = "cell"  # (index, outputs, execution count)
+    CELL = "cell"  # (index, outputs, execution count, ran to completion)
     DIED = "died"  # (index or None, ename, reason)
     FILE = "file"  # (relative path, bytes): a file the notebook wrote next to itself
     DONE = "done"  # (info)
@@ -96,8 +96,10 @@ def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str
         conn.send((Event.START, index))
         recorder.clear()
         try:
+            completed = True  # a student or trusted cell's outputs are its outcome
             if kind == GRADE:
-                _run_grade_cell(checker_shell, recorder, sandbox, names, source, program.timeout)
+                completed = _run_grade_cell(checker_shell, recorder, sandbox, names, source,
+                                            program.timeout)
                 outputs, count = recorder.outputs, checker_shell.execution_count - 1
             else:
                 outputs, count = sandbox.run_cell(source, timeout)
@@ -109,7 +111,7 @@ def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str
         except channel.SandboxDied as died:
             conn.send((Event.DIED, index, died.ename, died.reason))
             break
-        conn.send((Event.CELL, index, budget.bound(outputs), count))
+        conn.send((Event.CELL, index, budget.bound(outputs), count, completed))
         if sandbox.dead is not None:
             conn.send((Event.DIED, None, sandbox.dead.ename, sandbox.dead.reason))
             break
@@ -264,19 +266,24 @@ def _bound_by(statement: ast.stmt) -> set[str]:
 
 def _run_grade_cell(checker_shell: InteractiveShell, recorder: shell.Recorder,
                     sandbox: channel.SandboxChannel, names: _Names, source: str,
-                    timeout: float | None) -> None:
+                    timeout: float | None) -> bool:
+    """Run one grade cell here; True when it ran to completion (its verdict, an error output or
+    none, is decided). Only such a cell can earn points (``Event.CELL``'s last field; the record
+    gives every other grade cell an error output). The student's process dying while its names are
+    read is that process's death in this cell (``channel.SandboxDied`` goes up: ``Event.DIED``)."""
     sandbox.deadline = None if not timeout else time.monotonic() + timeout
     shell.CellClock.start(Deadlines(timeout).checker_alarm_s)
+    completed = False
     try:
         wanted = names.wanted(source)
         try:
             found = sandbox.lookup(wanted) if wanted else {}
-        except channel.SandboxDied:
+        except (channel.SandboxDied, shell.CellTimeoutError):
             raise
-        except BaseException as error:  # noqa: BLE001 - shown in the cell like any error
-            found = {}
-            print(f"could not read the submission's names: {type(error).__name__}: {error}",
-                  file=sys.stderr)
+        except BaseException as error:  # noqa: BLE001 - the cell cannot run: it fails, saying why
+            recorder.error("NameLookupError", "could not read the submission's names: "
+                           f"{type(error).__name__}: {error}", [])
+            return False
         for name in wanted:
             if name in found:
                 names.namespace[name] = found[name]
@@ -285,16 +292,21 @@ def _run_grade_cell(checker_shell: InteractiveShell, recorder: shell.Recorder,
                 names.namespace.pop(name, None)
                 names.fetched.pop(name, None)
         checker_shell.run_cell(source, store_history=True)
+        completed = True  # the verdict is in the outputs now
         _sync_names(sandbox, names)  # what the cell's last lines did, before the next cell runs
-    except shell.CellTimeoutError:  # fired between run_cell's own handlers
+    except shell.CellTimeoutError:  # fired between run_cell's own handlers: an error output
         checker_shell.showtraceback()
+        completed = True
     except channel.SandboxDied:
-        pass  # the next step reports it
+        if not completed:
+            raise  # died before the cell ran: Event.DIED names this cell
+        # died after the verdict (applying the cell's rebindings): the next step reports it
     finally:
         shell.CellClock.stop()
         sandbox.deadline = None
     names.mark_own()
     shell.mark_timeout(recorder, timeout)
+    return completed
 
 
 def _sync_names(sandbox: channel.SandboxChannel, names: _Names) -> None:

@@ -127,6 +127,7 @@ class RunningNotebook:
     running_cell: int | None = None
     cell_started: float = 0.0
     cell_seconds: dict[int, float] = field(default_factory=dict)  # each finished cell's run time
+    completed: set[int] = field(default_factory=set)  # cells the checker ran to completion
     started: float = 0.0
     done: bool = False
     exited: bool = False
@@ -193,8 +194,10 @@ class RunningNotebook:
             if kind == Event.START:
                 self.running_cell, self.cell_started = message[1], time.monotonic()
             elif kind == Event.CELL:
-                _, index, outputs, count = message
+                _, index, outputs, count, completed = message
                 self.outputs[index] = (outputs, count)
+                if completed:
+                    self.completed.add(index)
                 if self.running_cell == index:
                     self.cell_seconds[index] = time.monotonic() - self.cell_started
                 self.running_cell = None
@@ -261,7 +264,7 @@ class RunningNotebook:
         return NotebookOutcome(outputs=dict(self.outputs), reason=self.reason,
                                running_cell=self.running_cell, failed_ename=self.failed_ename,
                                seconds=seconds, files=dict(self.files),
-                               cell_seconds=dict(self.cell_seconds))
+                               cell_seconds=dict(self.cell_seconds), completed=set(self.completed))
 
     def close(self) -> None:
         if self.sockets is not None and self.process is None:
