@@ -11,6 +11,10 @@ file). The policy is one function,
   (the only part of this package the sandbox sees); writable: a size-capped ``/work`` and ``/tmp``; nothing else — no course
   folder, no ``solutions/``, no ``autograder/hidden/``, no gradebook, no other submission, no home;
 - ``--die-with-parent``, ``--new-session``, all capabilities dropped;
+- a seccomp filter (``--seccomp``) refusing the kernel interfaces no namespace isolates — the kernel
+  keyring first of all (``seccomp.py``, the one reviewed list), and, as a second line, a fresh empty
+  session keyring for the sandbox's process (``join_fresh_session_keyring``): nothing of the
+  grading session's keyring is reachable from it;
 - on a GPU runner, the NVIDIA device nodes (and ``/sys`` read-only, which the driver reads).
 
 ``--no-sandbox`` runs the same template without bubblewrap (a loudly printed opt-out for debugging).
@@ -18,6 +22,7 @@ file). The policy is one function,
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.errors import GradingError
+from autograder.sandbox import seccomp
 from autograder.sandbox.inside import isolation, protocol, wire
 from autograder.sandbox.inside.protocol import Kind
 
@@ -63,11 +69,15 @@ def python_dirs() -> list[str]:
 
 
 def bwrap_command(*, bwrap: str = "bwrap", gpu: bool = False, work_mb: int = WORK_MB,
-                  tmp_mb: int = TMP_MB) -> list[str]:
-    """The bubblewrap command line of the sandbox (everything after it is the program to run)."""
+                  tmp_mb: int = TMP_MB, seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line of the sandbox (everything after it is the program to run).
+    ``seccomp_fd``: an inherited descriptor bubblewrap reads the seccomp filter from
+    (``seccomp_pipe``); bubblewrap installs it just before it execs the program."""
     args = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     # the private tmpfs first: bubblewrap applies mounts in order, so a bind below (a virtual
     # environment under /tmp, a course on a tmpfs) lands on top of it instead of being hidden by it
     args += ["--proc", "/proc", "--dev", "/dev",
@@ -116,9 +126,43 @@ def _driver_library_dirs() -> list[str]:
     return sorted(f for f in folders if f and not f.startswith("/usr/"))
 
 
-def template_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str]:
+def seccomp_pipe() -> int:
+    """A descriptor to read the sandbox's seccomp filter from (its write end already closed),
+    inheritable: the program bubblewrap's ``--seccomp`` loads. The caller closes it once bubblewrap
+    has started."""
+    try:
+        program = seccomp.program()
+    except ValueError as error:
+        raise GradingError(f"{error}; --no-sandbox grades without one (debugging only)") from None
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(write)
+    os.set_inheritable(read, True)
+    return read
+
+
+def join_fresh_session_keyring() -> None:
+    """Make this process's session keyring a new, empty one (``keyctl(KEYCTL_JOIN_SESSION_KEYRING,
+    NULL)``), so that nothing of the grading session's keyring is reachable from what it execs.
+    Where the kernel refuses keyrings to this process already (a container's own seccomp filter:
+    EPERM or ENOSYS), there is nothing to reach; any other failure is raised."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    keyctl, join_session_keyring = seccomp.syscall_number("keyctl"), 1
+    if libc.syscall(ctypes.c_long(keyctl), ctypes.c_long(join_session_keyring), None) < 0:
+        error = ctypes.get_errno()
+        if error not in (errno.EPERM, errno.ENOSYS):
+            raise OSError(error, f"keyctl(KEYCTL_JOIN_SESSION_KEYRING): {os.strerror(error)}")
+
+
+def template_command(*, sandboxed: bool, gpu: bool, control_fd: int,
+                     seccomp_fd: int | None = None) -> list[str]:
     """The full command that starts one sandbox template (``control_fd``: its end of the control
-    socket, inherited)."""
+    socket, inherited; ``seccomp_fd``, sandboxed: the filter's descriptor, ``seccomp_pipe``)."""
     script = f"{INSIDE_DIR}/template.py" if sandboxed else str(INSIDE_SOURCE / "template.py")
     program = [sys.executable, "-I", script, str(control_fd)]
     if not sandboxed:
@@ -130,7 +174,9 @@ def template_command(*, sandboxed: bool, gpu: bool, control_fd: int) -> list[str
                            "bubblewrap sandbox (Debian: apt-get install bubblewrap). "
                            "`autograder doctor` checks it; --no-sandbox grades without one "
                            "(debugging only: submissions can then read and change the course)")
-    return bwrap_command(bwrap=bwrap, gpu=gpu) + program
+    if seccomp_fd is None:
+        raise ValueError("a sandboxed template needs its seccomp filter (seccomp_fd)")
+    return bwrap_command(bwrap=bwrap, gpu=gpu, seccomp_fd=seccomp_fd) + program
 
 
 def sandbox_code_folders() -> list[str]:
@@ -319,19 +365,28 @@ class SandboxProcess:
                 self.processes = ProcessLimit()
             if self.memory is None:
                 self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
-        self.process = subprocess.Popen(
-            template_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd),
-            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True, env=_template_env(),
-            preexec_fn=self._enter_cgroups if self.sandboxed else None)
-        log.close()
-        theirs.close()
+        filter_fd = seccomp_pipe() if self.sandboxed else None
+        try:
+            self.process = subprocess.Popen(
+                template_command(sandboxed=self.sandboxed, gpu=self.gpu, control_fd=fd,
+                                 seccomp_fd=filter_fd),
+                pass_fds=(fd,) if filter_fd is None else (fd, filter_fd),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, env=_template_env(),
+                preexec_fn=self._before_exec if self.sandboxed else None)
+        finally:
+            log.close()
+            theirs.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
         self.control, self.state, self.started = ours, "starting", time.monotonic()
 
-    def _enter_cgroups(self) -> None:
-        """In the sandbox's process, before it execs bubblewrap (``preexec_fn``): its cgroups, then,
-        grading as root, an unprivileged uid — the sandbox's processes are ``SANDBOX_UID`` outside
-        their user namespace too, never root (``isolation.become``)."""
+    def _before_exec(self) -> None:
+        """In the sandbox's process, before it execs bubblewrap (``preexec_fn``): a fresh, empty
+        session keyring (``join_fresh_session_keyring``), its cgroups, then, grading as root, an
+        unprivileged uid — the sandbox's processes are ``SANDBOX_UID`` outside their user namespace
+        too, never root (``isolation.become``)."""
+        join_fresh_session_keyring()
         for cgroup in (self.processes, self.memory):
             if cgroup is not None:
                 cgroup.enter()
