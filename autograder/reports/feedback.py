@@ -10,10 +10,12 @@ preprocessor list is the course's, with four guarantees and one option added if 
 - ``TranslateTestMessages`` (right after it): a translated edition's failure messages shown in its
   language (``autograder.i18n.messages``; the scores are the gradebook's, untouched);
 - ``SanitizeStudentContent``: a submission's outputs and markdown are the student's, so nothing in them
-  may run in the feedback page. Outputs keep only the MIME types in ``SAFE_OUTPUT_TYPES`` (no
-  ``application/javascript``, no widget views or widget state), HTML/SVG/markdown outputs pass
-  nbconvert's sanitizer (``HTMLExporter.sanitize_html``), and markdown cells holding raw HTML are
-  rendered and sanitized before nbgrader's feedback template (which does not sanitize them) sees them;
+  may run in the feedback page, or cost more than its size (``feedback_budget``). Outputs keep only the
+  MIME types in ``SAFE_OUTPUT_TYPES`` (no ``application/javascript``, no widget views or widget state),
+  each capped (``CELL_CAP_BYTES``); HTML/SVG/markdown outputs pass the template's sanitizer
+  (``HTMLExporter.sanitize_html``, its ``clean_html`` the linear one of ``feedback_budget``) when small,
+  else are shown as text; a student's markdown and raw cells are shown as escaped text
+  (``escaped_block``); an instructor's markdown holding raw HTML is rendered and sanitized here;
 - ``NameMisconception`` (before the last): with ``c.Autograder.feedback_names_misconception = True``
   (default False) the page opens with one sentence naming the misconception the submission looks like
   (``autograder.reports.feedback_misconception``: a name only, in the notebook's language);
@@ -30,9 +32,10 @@ SVG output, no font files, ~2.3 MB), since ``nbgrader release_feedback`` hands b
 alone. ``c.Autograder.feedback_mathjax_url = "https://<site>/_static/mathjax/tex-mml-chtml.js"``
 points the pages at the course site's copy instead (small pages, but the reader needs that site).
 
-A student whose feedback fails (a leak, an unreadable notebook, any exception) fails alone: nbgrader
-removes that student's page, the others are written, and ``feedback`` returns the pages with a
-``failed`` list of ``(assignment, student, reason)``.
+A student whose feedback fails (a leak, an unreadable notebook, any exception, a process that dies or
+runs past ``c.Autograder.feedback_time_limit_s``: each student's feedback is made in a forked process
+of its own, ``feedback_budget.run_limited``) fails alone: that student's page is removed, the others are
+written, and ``feedback`` returns the pages with a ``failed`` list of ``(assignment, student, reason)``.
 """
 
 from __future__ import annotations
