@@ -54,7 +54,7 @@ def _feedback(args: argparse.Namespace) -> int:
         print(f"failed   {assignment}/{plain(student)}: {plain(why)}", file=sys.stderr)
     print(f"{len(pages)} feedback files, none showing hidden-check source; "
           f"{len(pages.failed)} student(s) failed")
-    return 0
+    return 1 if pages.failed else 0  # the others' pages are written; a script still sees the failure
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -66,7 +66,7 @@ from autograder.reports.feedback_budget import (
     CELL_CAP_BYTES,
     IMAGE_CAP_BYTES,
     clean_html,
-    default_jobs,
+    default_processes,
     escaped_block,
     rich_enough,
     run_limited,
@@ -390,13 +390,13 @@ def _remove_pages(course, name: str, student: str) -> None:
 def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str] | None = None,
              course_root: Path = Path("."), db_url: str | None = None,
              force: bool = True, time_limit_s: float | None = None,
-             jobs: int | None = None) -> FeedbackPages:
+             processes: int | None = None) -> FeedbackPages:
     """Write HTML feedback for autograded submissions; return the HTML files of those assignments
     (``.failed`` lists the students whose feedback failed, with why; the others are written).
 
     ``assignments``: default every assignment with autograded submissions; ``students``: default all.
-    Each student's feedback is made in a process of its own (``jobs`` at once, default
-    ``feedback_budget.default_jobs()``), stopped after ``time_limit_s`` (default
+    Each student's feedback is made in a process of its own (``processes`` at once, default
+    ``feedback_budget.default_processes()``), stopped after ``time_limit_s`` (default
     ``c.Autograder.feedback_time_limit_s``, else 300 s): that student fails alone.
     """
     course = load_course(course_root, db_url=db_url)
@@ -412,7 +412,7 @@ def feedback(*, assignments: Sequence[str] | None = None, students: Sequence[str
         outcomes = run_limited(_student_feedback,
                                [(student, (course.config, name, student, named, force))
                                 for student in chosen],
-                               limit_s=limit, jobs=jobs or default_jobs())
+                               limit_s=limit, processes=processes or default_processes())
         for outcome in outcomes:
             if outcome.error is not None:
                 failed.append((name, outcome.key, outcome.error))

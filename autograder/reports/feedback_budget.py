@@ -133,9 +133,9 @@ def _child(connection: Connection, task: Callable[..., Any], args: tuple[Any, ..
 
 
 def run_limited(task: Callable[..., Any], calls: Sequence[tuple[Any, tuple[Any, ...]]], *,
-                limit_s: float, jobs: int = 1) -> list[Outcome]:
+                limit_s: float, processes: int = 1) -> list[Outcome]:
     """``task(*args)`` for each ``(key, args)`` of ``calls``, each in a forked process of its own
-    (``jobs`` at a time), stopped (SIGKILL) after ``limit_s`` seconds; one ``Outcome`` per call, in
+    (``processes`` at a time), stopped (SIGKILL) after ``limit_s`` seconds; one ``Outcome`` per call, in
     order. A call that overruns, dies or raises has an ``error`` naming why; the others are
     unaffected. ``task``'s return value must be picklable."""
     context = multiprocessing.get_context("fork")
@@ -143,7 +143,7 @@ def run_limited(task: Callable[..., Any], calls: Sequence[tuple[Any, tuple[Any, 
     pending = list(range(len(calls)))[::-1]
     running: dict[Connection, tuple[int, Any, float]] = {}  # pipe -> (index, process, deadline)
     while pending or running:
-        while pending and len(running) < max(1, jobs):
+        while pending and len(running) < max(1, processes):
             index = pending.pop()
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_child, args=(send, task, calls[index][1]), daemon=True)
@@ -181,6 +181,6 @@ def run_limited(task: Callable[..., Any], calls: Sequence[tuple[Any, tuple[Any, 
     return outcomes
 
 
-def default_jobs() -> int:
+def default_processes() -> int:
     """Students whose feedback is made at once: the CPUs this process may use, at most 4."""
     return max(1, min(4, len(os.sched_getaffinity(0))))
