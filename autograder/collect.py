@@ -69,6 +69,7 @@ several editions in one offer the one worked on is taken (the others are unchang
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -118,6 +119,9 @@ class CollectResult:
     differing: list[tuple[str, str, str]] = field(default_factory=list)
     # unchanged language editions left out of offers that hold several (a hub fetch hands out all)
     editions_left_out: int = 0
+    # exchange offers whose claimed time (the folder's name) is earlier than the kernel's record of
+    # their files: the claim is not believed, the later time is used; one message each
+    flagged: list[str] = field(default_factory=list)
 
     def replaced_lines(self) -> list[str]:
         """One line per replaced student (``dave: replaced an earlier submission of 01_strides ...``)."""
@@ -431,10 +435,12 @@ def _newest(offers: list[_Offer], result: CollectResult) -> list[_Offer]:
         when = _naive_utc(offer.when) if offer.when is not None else None
         if offer.timestamp is not None:
             try:
-                when = parse_utc(offer.timestamp)
+                when, distrusted = _exchange_time(offer)
             except Exception:  # noqa: BLE001 - an unreadable timestamp refuses that offer only
                 result.refused.append(f"{offer.where}: timestamp {offer.timestamp!r} is not a date")
                 continue
+            if distrusted:
+                result.flagged.append(distrusted)
         groups.setdefault((offer.student, offer.assignment), []).append((when, offer))
     kept = []
     for (student, assignment), group in groups.items():
@@ -579,12 +585,38 @@ def _naive_utc(when: datetime) -> datetime:
     return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
+CLAIM_SLACK_S = 60.0  # nbgrader submit names the folder, then copies the files: seconds apart
+
+
+def _exchange_time(offer: _Offer) -> tuple[datetime, str | None]:
+    """An exchange offer's time: the timestamp in its folder's name, which the student's own process
+    wrote, bounded below by the last change the kernel recorded on the folder and its files (their
+    ctime, which no process can set back). A claim more than ``CLAIM_SLACK_S`` earlier is not
+    believed: the bound is used, and the second value says so. The collector's own copy of the
+    exchange (a folder of its uid, copied later) keeps its claimed times."""
+    assert offer.timestamp is not None and offer.where is not None
+    claimed = parse_utc(offer.timestamp)
+    info = offer.where.lstat()
+    if info.st_uid == os.geteuid():
+        return claimed, None
+    changed = info.st_ctime
+    for path in offer.files.values():
+        with contextlib.suppress(OSError):  # gone since it was listed: read later, refused there
+            changed = max(changed, path.lstat().st_ctime)
+    bound = datetime.fromtimestamp(changed, tz=UTC).replace(tzinfo=None)
+    if (bound - claimed).total_seconds() <= CLAIM_SLACK_S:
+        return claimed, None
+    return bound, (f"{offer.where}: claims {format_timestamp(claimed)}, but its files were last "
+                   f"changed at {format_timestamp(bound)}; the claim is not believed, the later "
+                   "time is used")
+
+
 def _submission_time(offer: _Offer, offered_stamp: bytes | None) -> datetime:
     """The time ``collect`` writes into ``timestamp.txt`` (module docstring): the exchange's name,
     the zip member's time, a ``submitted/`` copy's own timestamp.txt (an instructor's folder, not an
     exchange inbound), else the newest modification time of the offered files."""
-    if offer.timestamp is not None:
-        return parse_utc(offer.timestamp)  # _newest refused an offer whose timestamp does not parse
+    if offer.timestamp is not None:  # _newest refused an offer whose timestamp does not parse
+        return _exchange_time(offer)[0]
     if offer.when is not None:
         return _naive_utc(offer.when)
     if offered_stamp is not None and offer.where is not None:

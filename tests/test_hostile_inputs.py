@@ -151,6 +151,45 @@ def test_an_exchange_offer_owned_by_another_user_is_refused(course, tmp_path):
     assert ("max", "toy") in collect(source=exchange, course_root=course, check_owner=False).collected
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root (CI runs as root)")
+def test_an_exchange_time_the_student_wrote_earlier_than_its_files_is_not_believed(course, tmp_path):
+    """Lateness from a time the student cannot write: the folder's name says before the deadline, the
+    kernel's ctime of its files says now; ``timestamp.txt`` gets the later one and the offer is
+    flagged. An honest name (seconds before its files) and the collector's own copy keep theirs."""
+    from datetime import UTC, datetime, timedelta
+
+    from autograder.collect import format_timestamp
+
+    nobody = pwd.getpwnam("nobody")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    backdated = format_timestamp(now - timedelta(days=3)).replace(" UTC", "")
+    honest = format_timestamp(now - timedelta(seconds=5)).replace(" UTC", "")
+    for name, claim, owner in (("nobody", backdated, nobody), ("max", backdated, None)):
+        exchange = tmp_path / name / "exchange"
+        folder = exchange / f"{name}+toy+{claim}"
+        folder.mkdir(parents=True)
+        (folder / "toy.ipynb").write_text(_good())
+        if owner is not None:
+            os.chown(folder, owner.pw_uid, owner.pw_gid)
+        result = collect(source=exchange, course_root=course, force=True)
+        assert result.collected == [(name, "toy")], result
+        stamp = datetime.strptime((_submitted(course, name) / "timestamp.txt").read_text().strip(),
+                                  "%Y-%m-%d %H:%M:%S.%f %Z")
+        if owner is not None:  # the student's folder: the claim is three days before its files
+            assert abs((stamp - now).total_seconds()) < 60, stamp
+            assert len(result.flagged) == 1 and "the claim is not believed" in result.flagged[0]
+        else:  # the collector's own copy of the exchange (copied later by the staff): as named
+            assert stamp < now - timedelta(days=2) and result.flagged == []
+    exchange = tmp_path / "honest" / "exchange"
+    folder = exchange / f"nobody+toy+{honest}"
+    folder.mkdir(parents=True)
+    (folder / "toy.ipynb").write_text(_good())
+    os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    result = collect(source=exchange, course_root=course, force=True)
+    assert result.collected == [("nobody", "toy")] and result.flagged == [], result
+    assert (_submitted(course, "nobody") / "timestamp.txt").read_text().startswith(honest[:19])
+
+
 def test_a_nested_folder_in_an_exchange_inbound_neither_vetoes_nor_supplies(course, tmp_path):
     """Anyone can make <victim>/<assignment>/ in nbgrader's 0733 inbound: it is not an inbound name,
     so it is ignored with a note — the victim's real offer is taken, and a student who never

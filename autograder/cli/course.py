@@ -112,6 +112,8 @@ def _collect(args: argparse.Namespace) -> int:
         print(f"kept      {assignment}/{student}: already collected ({plain(why)})")
     for message in result.superseded:
         print(f"superseded {plain(message)}")
+    for message in result.flagged:
+        print(f"flagged   {plain(message)}")
     if result.editions_left_out:
         print(f"left out  {result.editions_left_out} unchanged language edition(s) (a hub fetch hands "
               "out every edition; the one worked on was taken)")
