@@ -236,8 +236,8 @@ def _wait_done(box: SandboxProcess) -> None:
 
 
 def _watch(job: NotebookProgram, box: SandboxProcess, *, workdir: Path,
-           student_rss_bytes: int | None = None) -> RunningNotebook:
-    limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
+           student_rss_bytes: int | None = None, memory_limit_gb: float | None = None) -> RunningNotebook:
+    limits = ExecutionLimits(memory_limit_gb=memory_limit_gb, student_address_space_bytes=None,
                              student_rss_bytes=student_rss_bytes, checker_rss_bytes=None, threads=1)
     run = RunningNotebook(key="t", program=job, limits=limits, workdir=str(workdir))
     run.sockets = box.start_notebook(launch_message(job, limits), [])
@@ -250,6 +250,29 @@ def _watch(job: NotebookProgram, box: SandboxProcess, *, workdir: Path,
     assert run.finished
     _wait_done(box)
     return run
+
+
+def test_what_the_checker_decodes_for_the_student_has_a_budget(tmp_path, sandbox):
+    """A few bytes from the student's process must not make the checker hold gigabytes: a stride-0
+    view standing for 2 GiB (or a memmap filling the checker's disk) is refused against the
+    notebook's memory limit, and the grade cell that reads it fails saying so; a small value passes."""
+    from autograder.sandbox.inside.codec import DecodeBudget
+    from autograder.sandbox.inside.wire import WireError
+
+    huge = "import torch\nsquare = torch.zeros(1).expand(2**29)\nsmall = torch.zeros(3)\n"
+    job = NotebookProgram(cells=[(0, huge, [], STUDENT), (1, "print(small.shape)", [], GRADE),
+                                 (2, "print(square.shape)", [], GRADE)], timeout=30)
+    run = _watch(job, sandbox, workdir=tmp_path, memory_limit_gb=0.5)
+    assert run.reason is None and 1 in run.completed and 2 not in run.completed  # fails closed
+    small, big = run.outputs[1][0], run.outputs[2][0]
+    assert not [o for o in small if o["output_type"] == "error"], small
+    errors = [o for o in big if o["output_type"] == "error"]
+    assert errors and errors[0]["ename"] == "NameLookupError" and "stands for 2147483648 bytes" in \
+        errors[0]["evalue"], big
+    budget = DecodeBudget(None, 100)
+    budget.spend_disk(60)
+    with pytest.raises(WireError, match="more than 100 bytes to the checker's disk"):
+        budget.spend_disk(41)
 
 
 def test_resident_memory_watchdog_kills_a_hog(tmp_path, sandbox):

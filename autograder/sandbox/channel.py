@@ -60,8 +60,11 @@ __all__ = ["Offer", "Remote", "RemoteError", "SandboxChannel", "SandboxDied", "c
 class SandboxChannel:
     """The checker's connection to one sandboxed student process."""
 
-    def __init__(self, data: socket.socket, kill: socket.socket, *, memmap_dir: str) -> None:
+    def __init__(self, data: socket.socket, kill: socket.socket, *, memmap_dir: str,
+                 decode_bytes: int | None = None) -> None:
         self.data, self.kill_sock, self.memmap_dir = data, kill, memmap_dir
+        # what the student's values may cost this side (codec.DecodeBudget; None: no limit)
+        self.budget = codec.DecodeBudget(decode_bytes, decode_bytes)
         self.deadline: float | None = None  # monotonic time the current cell must end by
         self.dead: SandboxDied | None = None
         self.next_request = 1
@@ -285,7 +288,8 @@ class SandboxChannel:
         return encoder
 
     def _decoder(self, blobs: list[bytes]) -> codec.Decoder:
-        return codec.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir)
+        return codec.Decoder(blobs, self._resolve, self._tensor_in, memmap_dir=self.memmap_dir,
+                             budget=self.budget)
 
     def _resolve(self, tree: dict[str, Any]) -> Any:
         if tree.get("$") == "local":

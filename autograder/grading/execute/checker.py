@@ -79,7 +79,8 @@ def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str
     # cell passes to the student's code travels with the file's bytes (the sandbox has its own /tmp)
     tempfile.tempdir = scratch
     os.environ["TMPDIR"] = scratch
-    sandbox = channel.SandboxChannel(data, kill, memmap_dir=scratch)
+    sandbox = channel.SandboxChannel(data, kill, memmap_dir=scratch, decode_bytes=int(
+        limits.memory_limit_gb * 2**30) if limits.memory_limit_gb else None)
     sandbox.on_outputs = lambda outputs: _merge(recorder, outputs)
     budget = OutputBudget()
     kept = _KeptFiles(workdir)

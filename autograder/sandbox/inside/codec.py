@@ -203,11 +203,27 @@ class Decoder:
 
     def __init__(self, blobs: list[bytes], resolve: Callable[[dict], Any],
                  tensor_hook: Callable[[dict, Any], Any] | None = None,
-                 memmap_dir: str | None = None, files_under: str | None = None) -> None:
+                 memmap_dir: str | None = None, files_under: str | None = None,
+                 budget: DecodeBudget | None = None) -> None:
         self.blobs, self.resolve, self.tensor_hook = blobs, resolve, tensor_hook
         self.memmap_dir = memmap_dir
         self.used: set[int] = set()
         self.files_under = files_under  # where attached files may be written (None: nowhere)
+        self.budget = budget
+        self.held = 0  # the bytes the values of this message stand for (a stride-0 view: all of them)
+
+    def _hold(self, nbytes: int, what: str) -> None:
+        """Count what a decoded value stands for against the budget (a 100-byte message must not make
+        this side hold gigabytes, in memory now or when a check touches it)."""
+        self.held += nbytes
+        limit = self.budget.value_bytes if self.budget is not None else None
+        if limit is not None and self.held > limit:
+            raise WireError(f"{what} stands for {self.held} bytes; the values of one message may "
+                            f"stand for at most {limit} (the notebook's memory limit)")
+
+    def _write_to_disk(self, nbytes: int) -> None:
+        if self.budget is not None:
+            self.budget.spend_disk(nbytes)
 
     def blob(self, index: Any) -> bytes:
         """Blob ``index``, once: a message that refers to one blob twice is refused (its bytes would
@@ -295,6 +311,7 @@ class Decoder:
         target = os.path.normpath(path)
         if root is None or not target.startswith(root.rstrip("/") + "/"):
             return
+        self._write_to_disk(len(data))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         if os.path.islink(target):
             os.unlink(target)
@@ -308,6 +325,7 @@ class Decoder:
         offset, device = int(tree["offset"]), torch.device(str(tree["device"]))
         if ("alias" in tree or "mirror" in tree) and "b" not in tree:
             return None  # a tensor (or a view of one) the decoder already holds: see tensor_hook
+        self._hold(_elements(shape) * dtype.itemsize, f"a tensor of shape {shape}")
         if device.type == "meta":
             t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         else:
@@ -338,9 +356,12 @@ class Decoder:
         if dtype.hasobject:
             raise WireError("object arrays cannot cross")
         shape = tuple(int(v) for v in tree["shape"])
+        self._hold(_elements(list(shape)) * dtype.itemsize, f"an array of shape {list(shape)}")
         data = self.blob(tree["b"])
         if tree.get("memmap") and self.memmap_dir is not None:
             import tempfile
+
+            self._write_to_disk(len(data))
 
             handle, path = tempfile.mkstemp(dir=self.memmap_dir, suffix=".memmap")
             with open(handle, "wb") as out:
@@ -352,6 +373,31 @@ class Decoder:
         array = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
         array.flags.writeable = bool(tree.get("writeable", True))
         return array
+
+
+def _elements(shape: list[int]) -> int:
+    count = 1
+    for n in shape:
+        count *= max(0, n)
+    return count
+
+
+class DecodeBudget:
+    """What one notebook's values may cost the side that decodes them: ``value_bytes`` per message
+    (what its tensors and arrays stand for), ``disk_bytes`` in all (memmaps and files written back);
+    None: no limit."""
+
+    def __init__(self, value_bytes: int | None, disk_bytes: int | None) -> None:
+        self.value_bytes, self.disk_left = value_bytes, disk_bytes
+        self.disk_limit = disk_bytes
+
+    def spend_disk(self, nbytes: int) -> None:
+        if self.disk_left is None:
+            return
+        if nbytes > self.disk_left:
+            raise WireError(f"the submission's values would write more than {self.disk_limit} bytes "
+                            "to the checker's disk for this notebook (the notebook's memory limit)")
+        self.disk_left -= nbytes
 
 
 def _bytes_needed(shape: list[int], stride: list[int], offset: int, itemsize: int) -> int:
