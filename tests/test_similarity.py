@@ -264,3 +264,31 @@ def test_a_check_the_machine_did_not_run_is_never_failed_the_same_way(graded_cla
     assert pair and all(m.shared_failures == ["test_AdaGrad_step"] for m in pair), \
         [(m.cell, m.shared_failures) for m in pair]
     assert again.matches[0] in pair  # a shared real mistake still ranks first
+
+
+def test_what_the_machine_or_the_whole_class_fails_is_never_failed_the_same_way(graded_class, tmp_path):
+    """Issue 44: the trial ranked pairs first on "failed the same way: test_AdaGrad_gpu", the machine's
+    failure under another name than NeedsGPU ("no NVIDIA driver"); and a failure the whole class shows
+    alike (the exercise's, or the machine's) is no mistake two students share. Only a mistake the pair
+    shares apart from the class counts."""
+    root = graded_class.csv_path.parents[2]
+    five = ("honest_loop", "copies_loop", "honest_functional", "honest_foreach", "honest_enumerated")
+    for student in five:
+        nb = nbformat.read(root / "submitted" / student / "04_adagrad" / "04_adagrad.ipynb", as_version=4)
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            error = {"test_AdaGrad_gpu": ("RuntimeError", "Found no NVIDIA driver on your system."),
+                     "test_AdaGrad_state_dict": ("AssertionError", "state_dict round trip differs")}.get(grade_id)
+            if grade_id == "test_AdaGrad_step" and student in five[:2]:
+                error = ("AssertionError", "step 2 differs")
+            if error:
+                cell.outputs = [nbformat.v4.new_output("error", ename=error[0], evalue=error[1], traceback=[])]
+        folder = root / "autograded" / student / "04_adagrad"
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / "04_adagrad.ipynb")
+    [again] = similarity(["04_adagrad"], course_root=root, output_dir=tmp_path)
+    pair = [m for m in again.matches if {m.a.owner, m.b.owner} == {"honest_loop", "copies_loop"}]
+    assert pair and all(m.shared_failures == ["test_AdaGrad_step"] for m in pair), \
+        [(m.cell, m.shared_failures) for m in pair]
+    assert all("test_AdaGrad_gpu" not in m.shared_failures and "test_AdaGrad_state_dict" not in m.shared_failures
+               for m in again.matches)

@@ -17,6 +17,7 @@ pairs the old threshold (0.7) misses, so this test fails on the old rule.
 from __future__ import annotations
 
 import ast
+import csv
 import inspect
 import random
 import textwrap
@@ -32,7 +33,14 @@ from similarity_variants import HONEST as UNSEEN_HONEST
 from autograder.authoring import samples
 from autograder.authoring.release import copy_course
 from autograder.course.source import release_path
-from autograder.reports.similarity import ADDED, LIBRARY, OLD_THRESHOLD, SOLUTION, Result, similarity
+from autograder.reports.similarity import (
+    ADDED,
+    LIBRARY,
+    OLD_THRESHOLD,
+    SOLUTION,
+    Result,
+    similarity,
+)
 
 SEEDS = (2, 5)  # among 22 seeds tried (1-20, 44, 4401: all pass), two whose copies the old 0.7 misses
 
@@ -349,3 +357,12 @@ def test_the_rule_and_its_numbers_are_in_the_html(seeded):
     cutoff = adaptive["01_strides"].cutoffs["contiguous_strides"]["students"]
     assert "Rule: a cut-off per cell" in page and "median" in page and "MAD" in page
     assert f"<td>{cutoff.median:.2f}</td><td>{cutoff.mad:.2f}</td><td>{cutoff.describe()}</td>" in page
+
+
+def test_a_paste_in_a_cell_the_student_added_is_reported_against_the_library(seeded):
+    """Issue 46 (4): torch's AdaGrad pasted into an added cell scored 10/10 and never reached the report."""
+    _, adaptive, _ = seeded
+    rows = [(m.a.owner, m.b.owner, m.cell) for m in adaptive["04_adagrad"].matches if "pastes_added" in (m.a.owner, m.b.owner)]
+    assert ("pastes_added", LIBRARY, ADDED) in rows, rows
+    with open(adaptive["04_adagrad"].csv_path, newline="") as handle:
+        assert any(row[:3] == ["pastes_added", LIBRARY, ADDED] for row in csv.reader(handle))

@@ -28,8 +28,9 @@ def _add_similarity(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(run=_similarity)
     p.add_argument("assignments", nargs="+", metavar="ASSIGNMENT")
     p.add_argument("--threshold", type=float, default=None, metavar="T",
-                   help="report a pair and cell at this similarity or more, in (0, 1] (default "
-                        "0.7: in the test class copies score 0.94 or more, honest pairs 0.63 or less)")
+                   help="report every pair and cell at this similarity or more, in (0, 1] (default: "
+                        "a cut-off per cell, for the pairs that stand out from that cell's own; "
+                        "the page gives each cell's numbers)")
     p.add_argument("--output", type=Path, default=None,
                    help="directory (default: reports/similarity/)")
 
@@ -68,13 +69,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _similarity(args: argparse.Namespace) -> int:
-    from autograder.reports.similarity import DEFAULT_THRESHOLD, similarity
+    from autograder.reports.similarity import similarity
 
-    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
-    for result in similarity(args.assignments, course_root=args.course_root, threshold=threshold,
+    rule = "per-cell cut-off" if args.threshold is None else f"at {args.threshold:g} or more"
+    for result in similarity(args.assignments, course_root=args.course_root, threshold=args.threshold,
                              output_dir=args.output):
         short = sum(len(owners) for owners in result.too_short.values())
-        print(f"{result.assignment}: {len(result.matches)} pair(s) and cell(s) at {threshold:g} or "
-              f"more; {short} cell(s) too short to judge\nwrote {result.csv_path}\n"
+        print(f"{result.assignment}: {len(result.matches)} pair(s) and cell(s) reported ({rule}); "
+              f"{short} cell(s) too short to judge\nwrote {result.csv_path}\n"
               f"wrote {result.html_path}")
     return 0
