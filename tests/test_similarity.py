@@ -18,7 +18,7 @@ from conftest import ROOT
 from autograder.authoring import samples
 from autograder.authoring.release import copy_course
 from autograder.course.source import release_path
-from autograder.reports.similarity import DEFAULT_THRESHOLD, LIBRARY, similarity
+from autograder.reports.similarity import LIBRARY, similarity
 
 LOOP = '''
 class AdaGrad(torch.optim.Optimizer):
@@ -220,7 +220,7 @@ def test_no_honest_pair_and_no_blank_notebook_is_reported(graded_class):
                frozenset(("copies_functional", "honest_functional")),
                frozenset(("pastes_torch", LIBRARY))}
     extra = {pair: s for pair, s in _pairs(graded_class).items() if pair not in planted}
-    assert not extra, f"flagged beyond the planted pairs (threshold {DEFAULT_THRESHOLD}): {extra}"
+    assert not extra, f"flagged beyond the planted pairs (cut-offs {graded_class.cutoffs}): {extra}"
     owners = {o for m in graded_class.matches for o in (m.a.owner, m.b.owner)}
     assert not owners & {"blank_one", "blank_two"}
     assert graded_class.compared["AdaGrad"] >= 8  # the references and the 7 filled-in cells

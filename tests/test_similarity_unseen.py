@@ -1,6 +1,6 @@
 """``autograder similarity`` on a class it has never seen (issue 28, "Done when").
 
-The default threshold was chosen on tests/test_similarity.py's class; here other honest AdaGrads,
+The old fixed threshold (0.7) was chosen on tests/test_similarity.py's class; here other honest AdaGrads,
 other planted copies and another library paste (tests/support/similarity_variants.py), with blank notebooks
 and one that only adds a comment to the release. Every planted pair must be reported for the cell it
 copied, no honest pair, no blank one, and the paste against ``(library)``.
@@ -18,7 +18,7 @@ from similarity_variants import COPIES, HONEST, library_paste
 from autograder.authoring import samples
 from autograder.authoring.release import copy_course
 from autograder.course.source import release_path
-from autograder.reports.similarity import DEFAULT_THRESHOLD, LIBRARY, SOLUTION, Result, similarity
+from autograder.reports.similarity import LIBRARY, SOLUTION, Result, similarity
 
 BLANK = ("blank_a", "blank_b")
 TOUCHED = "blank_touched"  # the release with a comment of the student's own, nothing else
@@ -62,13 +62,13 @@ PLANTED = {(frozenset((copier, copied)), cell) for copier, (copied, cell, _) in 
 def test_every_planted_pair_is_reported_for_the_cell_it_copied(unseen):
     reported = _reported(unseen)
     missing = PLANTED - set(reported)
-    assert not missing, f"planted pairs not reported (threshold {DEFAULT_THRESHOLD}): {missing}; " \
+    assert not missing, f"planted pairs not reported (cut-offs {unseen.cutoffs}): {missing}; " \
                         f"reported: {reported}"
 
 
 def test_no_honest_pair_and_no_blank_notebook_is_reported(unseen):
     extra = {pair: s for pair, s in _reported(unseen).items() if pair not in PLANTED}
-    assert not extra, f"flagged beyond the planted pairs (threshold {DEFAULT_THRESHOLD}): {extra}"
+    assert not extra, f"flagged beyond the planted pairs (cut-offs {unseen.cutoffs}): {extra}"
     owners = {o for m in unseen.matches for o in (m.a.owner, m.b.owner)}
     assert not owners & {*BLANK, TOUCHED}
     assert SOLUTION not in owners  # no honest style, no copy of one, is the instructor's
