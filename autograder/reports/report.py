@@ -230,7 +230,7 @@ def _misconception_tables(grades: Grades, named: list[misconceptions.Named]) -> 
     esc = html.escape
     parts = ["<h2 id='misconceptions'>Misconceptions</h2><p>Each failing submission's grade-cell "
              "errors compared with those of the catalogue's wrong implementations "
-             "(<code>tests/catalogue/misconceptions.json</code>): the nearest one's name, or none "
+             "(<code>catalogue/misconceptions.json</code>): the nearest one's name, or none "
              f"below a similarity of {misconceptions.MIN_SIMILARITY:g}. A hint of what to teach "
              "again, not a verdict. Per student: <code>misconceptions.csv</code>.</p>"]
     rates = {(a, c): (r, n) for a, c, r, n in _failure_rates(grades)}
