@@ -137,6 +137,8 @@ def _run_notebook(launch: dict, files: dict, blobs: list[bytes], data: socket.so
             break
         if rss_limit or task_limit:
             used, tasks = _sandbox_usage(pid)
+            if rss_limit and used > rss_limit:  # summed RSS counts a page once per process
+                used = _unique_memory(pid, used)  # mapping it: measure what the kernel charges
             if rss_limit and used > rss_limit:
                 status = {"how": protocol.ExitHow.MEMORY, "rss": used, "limit": rss_limit}
             elif task_limit and tasks > task_limit:
@@ -182,6 +184,38 @@ def _sandbox_usage(child: int) -> tuple[int, int]:
         except (OSError, IndexError, ValueError):
             pass
     return total, tasks
+
+
+def _unique_memory(child: int, rss: int) -> int:
+    """The memory the notebook's processes hold, each page counted once, as the kernel charges it:
+    the sum of their proportional set sizes (``Pss`` of /proc/PID/smaps_rollup: a page shared by n
+    processes counts 1/n in each), so the copy-on-write pages of a pool of forks are counted once,
+    not once per child. Pages shared with the template count only their share. Called only when
+    the summed RSS (``rss``, cheap) passes the limit: smaps_rollup walks page tables. A process
+    whose smaps_rollup cannot be read (gone, or one that hides from us) counts its full RSS."""
+    total = 0
+    me = os.getpid()
+    pids = [e for e in os.listdir("/proc") if e.isdigit()] if SANDBOXED else [str(child)]
+    for entry in pids:
+        if int(entry) in (1, me):
+            continue
+        try:
+            total += _pss_bytes(entry)
+        except (OSError, ValueError):
+            try:
+                with open(f"/proc/{entry}/statm") as handle:
+                    total += int(handle.read().split()[1]) * _PAGE
+            except (OSError, IndexError, ValueError):
+                pass  # gone since
+    return min(total, rss) if total else rss
+
+
+def _pss_bytes(pid: str) -> int:
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1]) * 1024
+    raise ValueError(f"no Pss line for process {pid}")
 
 
 def _clean_up(child: int) -> None:
