@@ -100,3 +100,127 @@ def test_forks_that_really_allocate_past_the_limit_are_stopped(tmp_path, sandbox
     run = _run(["before = 1", ALLOCATING_POOL, "after = 1"], sandbox, tmp_path, rss_limit=LIMIT)
     assert run.failed_ename == "MemoryLimitExceeded" and "memory use" in run.reason, run.reason
     assert run.running_cell == 1 and 2 not in run.outputs
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        try:
+            for task in Path(f"/proc/{here}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _cpu_group(pid: int) -> str | None:
+    """The cpu cgroup ``pid`` is in, as a path under the hierarchy's root ("/..." ; None: gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):  # v1's cpu hierarchy
+            return path
+    return next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
+
+
+def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weight(sandbox):
+    from autograder.sandbox.host import CPU_WEIGHT, cpu_cgroup_root
+
+    import os
+
+    if os.geteuid() != 0 or cpu_cgroup_root() is None:
+        pytest.skip("no writable cgroup cpu controller here (not root, or no delegation): the "
+                    "sandboxes share the CPU as the kernel's sessions do")
+    assert sandbox.cpu is not None and sandbox.cpu.path is not None and sandbox.process is not None
+    group = sandbox.cpu.path
+    root = cpu_cgroup_root()[0]  # type: ignore[index]
+    if sandbox.cpu.version == "v2":
+        assert "cpu" in (root / "cgroup.subtree_control").read_text().split()
+        assert int((group / "cpu.weight").read_text()) == CPU_WEIGHT
+    else:
+        assert int((group / "cpu.shares").read_text()) == CPU_WEIGHT * 1024 // 100
+    processes = _descendants(sandbox.process.pid)
+    assert len(processes) >= 3  # bubblewrap, its init, the template
+    expected = "/" + str(group.relative_to(root))
+    assert {_cpu_group(pid) for pid in processes} - {None} == {expected}
+
+
+BUSY_S = 3.0
+# 20 processes, each in a session of its own (setsid: an autogroup each), busy for BUSY_S seconds;
+# prints the CPU seconds they used in all
+MANY_SESSIONS = f"""
+import os, time
+end = time.monotonic() + {BUSY_S}
+children = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+times = os.times()
+print(times.children_user + times.children_system)
+"""
+HONEST = f"""
+import time
+end = time.monotonic() + {BUSY_S}
+while time.monotonic() < end:
+    pass
+print(time.process_time())
+"""
+
+
+def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_cpu(tmp_path,
+                                                                                   sandbox):
+    """Two sandboxes side by side: 20 busy processes in 20 sessions, and one honest busy loop.
+    Each sandbox gets the same weight, so the honest one gets about half of the CPU the two use
+    (without a cgroup per sandbox: about 1/21, each session an autogroup). The share is measured
+    between the two, so other load on the machine slows both alike."""
+    from autograder.sandbox.host import cpu_cgroup_root
+
+    import os
+
+    if os.geteuid() != 0 or cpu_cgroup_root() is None or (os.cpu_count() or 1) > 8:
+        pytest.skip("no writable cgroup cpu controller here, or too many cores to crowd")
+    other = SandboxProcess()
+    other.start()
+    try:
+        other.wait_ready()
+        limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
+                                 student_rss_bytes=None, checker_rss_bytes=None, threads=1)
+        runs = []
+        for box, code, folder in ((sandbox, MANY_SESSIONS, "many"), (other, HONEST, "honest")):
+            program = NotebookProgram(cells=[(0, code, [], STUDENT)], timeout=60)
+            (tmp_path / folder).mkdir()
+            run = RunningNotebook(key=folder, program=program, limits=limits,
+                                  workdir=str(tmp_path / folder))
+            run.sockets = box.start_notebook(launch_message(program, limits), [])
+            run.start()
+            runs.append(run)
+        deadline = time.monotonic() + 60
+        while not all(run.finished for run in runs) and time.monotonic() < deadline:
+            wait_any(runs, timeout=0.2)
+            for run in runs:
+                run.pump()
+        seconds = []
+        for run in runs:
+            run.close()
+            assert run.reason is None, run.reason
+            seconds.append(float("".join(o.get("text", "") for o in run.outputs[0][0])))
+        many, honest = seconds
+        assert honest >= 0.35 * (many + honest), (many, honest)
+    finally:
+        other.close()
+        deadline = time.monotonic() + 30
+        while sandbox.state == "busy" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sandbox.pump()

@@ -15,6 +15,9 @@ file). The policy is one function,
   keyring first of all (``seccomp.py``, the one reviewed list), and, as a second line, a fresh empty
   session keyring for the sandbox's process (``join_fresh_session_keyring``): nothing of the
   grading session's keyring is reachable from it;
+- cgroups per sandbox, as root: ``pids`` (``ProcessLimit``), ``memory`` (``MemoryLimit``) and ``cpu``
+  (``CpuShare``: every sandbox the same weight, so a notebook's processes in many sessions buy no
+  more CPU than one busy loop);
 - on a GPU runner, the NVIDIA device nodes (and ``/sys`` read-only, which the driver reads).
 
 ``--no-sandbox`` runs the same template without bubblewrap (a loudly printed opt-out for debugging).
@@ -313,6 +316,95 @@ class MemoryLimit:
                 "memory, at --memory-limit plus the template's footprint and its tmpfs")
 
 
+CPU_WEIGHT = 100  # cgroup v2 cpu.weight of every sandbox (v1: cpu.shares 1024): equal shares
+
+
+def cpu_cgroup_root() -> tuple[Path, str] | None:
+    """Where a per-sandbox cpu cgroup can be made, and its version: cgroup v2 with the cpu
+    controller, or v1's cpu hierarchy, writable by this process (root)."""
+    unified = Path("/sys/fs/cgroup")
+    controllers = unified / "cgroup.controllers"
+    if controllers.is_file() and "cpu" in controllers.read_text().split() \
+            and os.access(unified, os.W_OK):
+        return unified, "v2"
+    for v1 in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct")):
+        if (v1 / "cpu.shares").is_file() and os.access(v1, os.W_OK):
+            return v1, "v1"
+    return None
+
+
+_CPU_SAID = False  # the log says once that sandboxes share the CPU as the kernel's sessions do
+
+
+def _say_no_cpu_share(why: str) -> None:
+    global _CPU_SAID
+    if not _CPU_SAID:
+        _CPU_SAID = True
+        import logging
+
+        logging.getLogger("autograder").warning(
+            "no cpu cgroup per sandbox (%s): a notebook's processes in many sessions get more of "
+            "the CPU than an honest notebook's (autogroups weigh sessions)", why)
+
+
+class CpuShare:
+    """A cpu cgroup holding one sandbox, with the same weight as every other sandbox's: the kernel
+    shares the CPU between sandboxes first, then between a sandbox's processes, so processes a
+    notebook spreads over many sessions (``setsid``: autogroups weigh sessions, but only outside a
+    cgroup of their own) or threads buy it no more than one busy loop. ``cores``: optionally at most
+    that many CPUs' time (``cpu.max``). Where no cpu controller can be used (not root, no delegation)
+    none is made and the log says so once."""
+
+    def __init__(self, *, unified_group: Path | None = None, cores: float | None = None) -> None:
+        self.path, self.version, self.shared = None, None, False
+        found = cpu_cgroup_root() if os.geteuid() == 0 else None
+        if found is None:
+            _say_no_cpu_share("not root" if os.geteuid() != 0 else "no writable cpu controller")
+            return
+        root, self.version = found
+        self.shared = self.version == "v2" and unified_group is not None \
+            and unified_group.parent == root
+        path = unified_group if self.shared and unified_group is not None else \
+            root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
+        try:
+            if self.version == "v2":
+                _enable_controller(root, "cpu")
+            path.mkdir(exist_ok=True)
+            period = 100_000
+            if self.version == "v2":
+                (path / "cpu.weight").write_text(str(CPU_WEIGHT))
+                if cores:
+                    (path / "cpu.max").write_text(f"{int(cores * period)} {period}")
+            else:
+                (path / "cpu.shares").write_text(str(CPU_WEIGHT * 1024 // 100))
+                if cores:
+                    (path / "cpu.cfs_period_us").write_text(str(period))
+                    (path / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
+            self.path = path
+        except OSError as error:
+            _say_no_cpu_share(f"cgroup {self.version}: {error}")
+            if not self.shared:
+                _remove_cgroup(path, timeout_s=0)
+            self.path = None
+
+    def enter(self) -> None:
+        if self.path is not None and not self.shared:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        if self.shared:  # the pids limit's group: removed with it
+            self.path = None
+        self.path = _remove_cgroup(self.path)
+
+    @staticmethod
+    def describe() -> str:
+        found = cpu_cgroup_root() if os.geteuid() == 0 else None
+        if found is None:
+            return ("none (not root, or no writable cpu controller): a notebook's processes in "
+                    "many sessions outweigh an honest notebook's")
+        return f"a cpu cgroup per sandbox (cgroup {found[1]}), every sandbox the same weight"
+
+
 def _remove_cgroup(path: Path | None, timeout_s: float = 5) -> Path | None:
     """Delete a cgroup once its processes are gone; what is left (None: removed or none)."""
     deadline = time.monotonic() + timeout_s
@@ -349,6 +441,7 @@ class SandboxProcess:
     processes: ProcessLimit | None = None
     memory_bytes: int | None = None  # the sandbox's memory cgroup limit (None: no cgroup)
     memory: MemoryLimit | None = None
+    cpu: CpuShare | None = None
     finished_at: float | None = None  # when its current notebook's checker finished
 
     def start(self) -> None:
@@ -365,6 +458,8 @@ class SandboxProcess:
                 self.processes = ProcessLimit()
             if self.memory is None:
                 self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
+            if self.cpu is None:
+                self.cpu = CpuShare(unified_group=self.processes.path)
         filter_fd = seccomp_pipe() if self.sandboxed else None
         try:
             self.process = subprocess.Popen(
@@ -387,7 +482,7 @@ class SandboxProcess:
         unprivileged uid — the sandbox's processes are ``SANDBOX_UID`` outside their user namespace
         too, never root (``isolation.become``)."""
         join_fresh_session_keyring()
-        for cgroup in (self.processes, self.memory):
+        for cgroup in (self.processes, self.memory, self.cpu):
             if cgroup is not None:
                 cgroup.enter()
         if os.geteuid() == 0:
@@ -502,7 +597,7 @@ class SandboxProcess:
             self.process.wait(timeout=10)
         if not keep_log:
             self._remove_log()
-            for cgroup in (self.memory, self.processes):
+            for cgroup in (self.memory, self.cpu, self.processes):
                 if cgroup is not None:
                     cgroup.remove()
 
