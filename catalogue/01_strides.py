@@ -153,6 +153,34 @@ def gather_view(storage, shape, stride, offset=0):
 '''},
         "breaks": ["test_gather_view"],
     },
+    {
+        "name": "select_offset_not_moved",
+        "misconception": "select leaves the storage offset where it was",
+        "why": "drops the dimension but returns the old offset: every slice reads the first one",
+        "replace": {"select_metadata": '''
+def select_metadata(shape, stride, offset, dim, index):
+    dim = dim % len(shape)
+    if not -shape[dim] <= index < shape[dim]:
+        raise IndexError(f"index {index} out of range for size {shape[dim]}")
+    return tuple(shape[:dim] + shape[dim + 1:]), tuple(stride[:dim] + stride[dim + 1:]), offset
+'''},
+        "breaks": ["test_select_metadata"],
+    },
+    {
+        "name": "gather_view_default_dtype",
+        "misconception": "the gathered tensor in the default dtype, not the storage's",
+        "why": "fills torch.zeros(shape) (float32) element by element: an integer or float64 storage changes dtype",
+        "replace": {"gather_view": '''
+def gather_view(storage, shape, stride, offset=0):
+    import itertools
+
+    out = torch.zeros(shape)
+    for idx in itertools.product(*(range(size) for size in shape)):
+        out[idx] = storage[offset + sum(i * s for i, s in zip(idx, stride))]
+    return out
+'''},
+        "breaks": ["test_gather_view"],
+    },
 ]
 
 CORRECT = [

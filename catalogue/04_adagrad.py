@@ -236,6 +236,73 @@ def training_memory_bytes(d, num_layers, batch, optimizer="adagrad", bytes_per_v
 '''},
         "breaks": ["test_training_memory_bytes"],
     },
+    {
+        "name": "closure_loss_not_returned",
+        "misconception": "the closure's loss not returned",
+        "why": "updates the parameters but step() returns None, never the loss the closure computed",
+        "replace": {"AdaGrad": '''
+class AdaGrad(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-2, eps=1e-10):
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            with torch.enable_grad():
+                closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "sum" not in state:
+                    state["sum"] = torch.zeros_like(p)
+                state["sum"].addcmul_(p.grad, p.grad)
+                p.addcdiv_(p.grad, state["sum"].sqrt().add_(group["eps"]), value=-group["lr"])
+'''},
+        "breaks": ["test_AdaGrad_step"],
+    },
+    {
+        "name": "sqrt_forgotten",
+        "misconception": "the square root of the accumulator forgotten",
+        "why": "divides by G + eps instead of sqrt(G) + eps: steps shrink like 1/t, not 1/sqrt(t)",
+        "replace": {"AdaGrad": '''
+class AdaGrad(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-2, eps=1e-10):
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "sum" not in state:
+                    state["sum"] = torch.zeros_like(p)
+                state["sum"].addcmul_(p.grad, p.grad)
+                p.addcdiv_(p.grad, state["sum"] + group["eps"], value=-group["lr"])
+        return loss
+'''},
+        "breaks": _ADAGRAD_TRAJECTORY_CELLS,
+    },
+    {
+        "name": "momentum_state_not_counted",
+        "misconception": "momentum's velocity not counted as optimizer state",
+        "why": "counts SGD with momentum like plain SGD: its velocity buffer is one value per parameter",
+        "replace": {"optimizer_state_numel": '''
+def optimizer_state_numel(num_params, optimizer):
+    per_param = {"sgd": 0, "momentum": 0, "adagrad": 1, "rmsprop": 1, "adam": 2}
+    if optimizer not in per_param:
+        raise ValueError(f"unknown optimizer {optimizer!r}")
+    return per_param[optimizer] * num_params
+'''},
+        "breaks": ["test_optimizer_state_numel", "test_training_memory_bytes"],
+    },
 ]
 
 CORRECT = [

@@ -231,6 +231,55 @@ def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dty
 '''},
         "breaks": _STEP_CELLS,
     },
+    {
+        "name": "finfo_for_integer_dtypes",
+        "misconception": "bytes from finfo(dtype).bits",
+        "why": "torch.finfo(dtype).bits // 8: right for floating dtypes, raises TypeError for integer and bool ones",
+        "replace": {"bytes_for": '''
+def bytes_for(num_values, dtype):
+    return num_values * (torch.finfo(dtype).bits // 8)
+'''},
+        "breaks": ["test_bytes_for"],
+    },
+    {
+        "name": "loss_tensor_returned",
+        "misconception": "the loss tensor returned, not its value",
+        "why": "returns the loss tensor (holding the graph) where a Python float, loss.item(), is asked for",
+        "replace": {"train_step_mixed": '''
+def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=inputs.device.type, dtype=autocast_dtype):
+        loss = loss_fn(model(inputs), targets)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return loss
+'''},
+        "breaks": _STEP_CELLS,
+    },
+    {
+        "name": "loss_not_scaled",
+        "misconception": "backward on the unscaled loss with a GradScaler",
+        "why": "calls loss.backward() and then scaler.step(): the gradients were never scaled, so the scaler refuses the step",
+        "replace": {"train_step_mixed": '''
+def train_step_mixed(model, optimizer, inputs, targets, loss_fn, *, autocast_dtype=torch.bfloat16, scaler=None):
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=inputs.device.type, dtype=autocast_dtype):
+        loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return loss.item()
+'''},
+        "breaks": _SCALER_CELLS,
+    },
 ]
 
 CORRECT = [

@@ -83,6 +83,31 @@ def test_held_out_variants_are_named_and_passing_submissions_never(table, capsys
     assert hits / failing > 0.5, misses
 
 
+def test_every_wrong_entry_graded_under_an_unseen_seed_is_named_and_no_correct_one(table):
+    """Issue 44: every wrong implementation of the catalogue, graded afresh under a seed the table was
+    not built with, gets a name (its own among the tied ones); every correct variant gets none. The
+    three held-out classes the table missed are entries now: the closure's loss not returned,
+    momentum's state not counted, finfo asked about an integer dtype (and select's offset, the
+    gathered dtype, the unscaled loss, the loss tensor returned, the square root forgotten)."""
+    unnamed, wrong_names = [], []
+    for assignment in ASSIGNMENTS:
+        wrong, correct = samples.load_catalogue(assignment, course_root=ROOT)
+        for entry in wrong:
+            observed = signature_of(samples.grade_in_process(assignment, entry["replace"], seed=HELD_OUT_SEED,
+                                                             course_root=ROOT))
+            named, score = nearest(observed, table[assignment])
+            if not named:
+                unnamed.append(f"{assignment}/{entry['name']} ({score:.2f})")
+            elif entry["misconception"] not in named.split(" or "):
+                wrong_names.append(f"{assignment}/{entry['name']} -> {named!r}")
+        for entry in correct:
+            observed = signature_of(samples.grade_in_process(assignment, entry["replace"], seed=HELD_OUT_SEED,
+                                                             course_root=ROOT))
+            assert nearest(observed, table[assignment]) == ("", 0.0), (assignment, entry["name"], observed)
+    assert not unnamed, f"wrong implementations no misconception names: {unnamed}"
+    assert not wrong_names, f"wrong implementations named as another: {wrong_names}"
+
+
 def test_normalise_keeps_the_check_and_its_fixed_values_and_drops_the_seed():
     kind, value = normalise("HiddenCheckFailed", "f((2, 0, 3)): expected 0.8999999761, got 4. at "
                             "0x7f00ab float16 [seed 123]")
