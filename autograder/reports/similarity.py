@@ -212,13 +212,6 @@ def _judge(grade_id: str, judged: Sequence[Cell], threshold: float | None) -> tu
     return reported, cutoffs
 
 
-def _compare(grade_id: str, a: Cell, b: Cell) -> Match:
-    from copydetect import compare_files
-
-    _, (share_a, share_b), slices = compare_files(a.fingerprint, b.fingerprint)
-    return Match(grade_id, a, b, round(float(max(share_a, share_b)), 3), slices)
-
-
 def _cells(path: Path, wanted: dict[str, str]) -> dict[str, str]:
     """grade id -> source of the code cells of the notebook at ``path`` that ``wanted`` names (a
     grade id held by two cells: neither, it cannot be told which is the student's)."""
