@@ -224,3 +224,70 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
         while sandbox.state == "busy" and time.monotonic() < deadline:
             time.sleep(0.05)
             sandbox.pump()
+
+
+def _never_starting(monkeypatch, cursed) -> list[bool]:
+    """Sandboxes for which ``cursed(box)`` holds run a command that never reports ready, started as
+    if START_TIMEOUT_S were 1 s (the real ones keep the real timeout: they import torch). Returns
+    the starts so far, True for each cursed one."""
+    from autograder.sandbox import host
+
+    real_start, real_command = host.SandboxProcess.start, host.template_command
+    starts: list[bool] = []
+
+    def start(box: SandboxProcess) -> None:
+        starts.append(bool(cursed(box)))
+        if not starts[-1]:
+            real_start(box)
+            return
+        monkeypatch.setattr(host, "template_command", lambda **_: ["/bin/sleep", "600"])
+        try:
+            real_start(box)
+        finally:
+            monkeypatch.setattr(host, "template_command", real_command)
+        box.started -= host.START_TIMEOUT_S - 1
+
+    monkeypatch.setattr(host.SandboxProcess, "start", start)
+    return starts
+
+
+def test_a_sandbox_that_does_not_start_is_restarted_then_left_out_and_the_batch_grades(
+        tmp_path, monkeypatch):
+    """The first sandbox of a pool of 2 never starts: it is tried START_TRIES times, then the batch
+    goes on with the other (the old code ended grading: "the sandbox did not start in 120 s")."""
+    import autograder_toy as toy
+
+    from autograder.grading import grade
+    from autograder.sandbox.host import START_TRIES
+
+    first: list[SandboxProcess] = []
+    starts = _never_starting(monkeypatch, lambda box: (first or first.append(box) or True)
+                             and box is first[0])
+    root = toy.make_toy_course(tmp_path / "course")
+    students = ["s1", "s2", "s3"]
+    for student in students:
+        toy.submit(root, student)
+    summary = grade(course_root=root, workers=2, timeout=30, device="cpu", allow_cpu=True,
+                    progress=False)
+    results = {r.student: r for r in summary.results}
+    assert sorted(results) == students
+    for student in students:
+        assert results[student].score == toy.POINTS["test_square"] + toy.POINTS["test_total"] \
+            + toy.POINTS["test_torch_sum"] + toy.POINTS["test_total_gpu"], results[student]
+    assert starts.count(True) == START_TRIES and starts.count(False) >= 1, starts
+
+
+def test_grading_stops_only_when_no_sandbox_of_the_pool_can_start(tmp_path, monkeypatch):
+    import autograder_toy as toy
+
+    from autograder.errors import GradingError
+    from autograder.grading import grade
+    from autograder.sandbox.host import START_TRIES
+
+    starts = _never_starting(monkeypatch, lambda box: True)
+    root = toy.make_toy_course(tmp_path / "course")
+    for student in ("s1", "s2"):
+        toy.submit(root, student)
+    with pytest.raises(GradingError, match="no sandbox of the pool of 2 could start.*did not start"):
+        grade(course_root=root, workers=2, timeout=30, device="cpu", allow_cpu=True, progress=False)
+    assert len(starts) == 2 * START_TRIES, starts

@@ -49,6 +49,7 @@ INSIDE_SOURCE = Path(__file__).resolve().parent / "inside"  # all that bubblewra
 INSIDE_DIR = "/opt/autograder-sandbox"
 WORK_MB, TMP_MB = 512, 512
 START_TIMEOUT_S = 120.0
+START_TRIES = 3  # starts of one sandbox in a row that may fail before the pool goes on without it
 LOG_KEPT_BYTES = 64 * 2**10  # of a failed notebook's sandbox log, kept beside its run record
 SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace, and outside it as root
 
@@ -433,7 +434,11 @@ class SandboxProcess:
     gpu: bool = False
     process: subprocess.Popen[bytes] | None = None
     control: socket.socket | None = None
-    state: str = "new"  # new -> starting -> ready <-> busy; "dead" when it must be restarted
+    # new -> starting -> ready <-> busy; "dead" when it must be restarted; "failed" when it did not
+    # start START_TRIES times in a row: the pool goes on without it
+    state: str = "new"
+    start_failures: int = 0  # starts in a row that did not reach "ready"
+    failure: str | None = None  # why the last start failed (with its log)
     info: dict[str, Any] = field(default_factory=dict)
     launches: int = 0  # notebooks handed to the template so far (the last one's id)
     started: float = 0.0
@@ -509,16 +514,33 @@ class SandboxProcess:
             except (BlockingIOError, TimeoutError):
                 break
             except wire.WireError:
-                self._mark_dead()
+                if self.state == "starting":
+                    self._start_failed("ended before it was ready")
+                else:
+                    self._mark_dead()
                 break
             if header.get("kind") == Kind.READY:
-                self.info, self.state = header, "ready"
+                self.info, self.state, self.start_failures = header, "ready", 0
             elif header.get("kind") == Kind.DONE and header.get("launch") == self.launches:
                 self.state, self.finished_at = "ready", None
         if self.state == "starting" and time.monotonic() - self.started > START_TIMEOUT_S:
-            self._mark_dead()
-            raise GradingError(f"the sandbox did not start in {START_TIMEOUT_S:.0f} s; its log: "
-                               f"{self.log_tail()}")
+            self._start_failed(f"did not start in {START_TIMEOUT_S:.0f} s")
+
+    def _start_failed(self, why: str) -> None:
+        """A start that did not reach "ready": the sandbox is killed, to be restarted ("dead"), or,
+        the START_TRIES-th time in a row, given up ("failed"); never the end of the batch by itself
+        (``runner.wait_for_a_sandbox``: only when no sandbox of the pool can start)."""
+        self.start_failures += 1
+        self.failure = f"the sandbox {why} (start {self.start_failures} of {START_TRIES}); " \
+                       f"its log: {self.log_tail()}"
+        import logging
+
+        logging.getLogger("autograder").warning(
+            "%s; %s", self.failure, "the pool goes on without it"
+            if self.start_failures >= START_TRIES else "it is restarted")
+        self._mark_dead()
+        if self.start_failures >= START_TRIES:
+            self.state = "failed"
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
@@ -528,7 +550,7 @@ class SandboxProcess:
             select.select([self._control()], [], [], 0.2)
             self.pump()
         if self.state != "ready":
-            raise GradingError(f"the sandbox could not start: {self.log_tail()}")
+            raise GradingError(self.failure or f"the sandbox could not start: {self.log_tail()}")
 
     def log_tail(self) -> str:
         if self.stderr_path is None:

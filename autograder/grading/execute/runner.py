@@ -77,6 +77,8 @@ class NotebookRunner:
                     if slot.box is box and slot.log is None:
                         slot.log = box.log_since(slot.log_from)
                 box.state = "new"
+        if all(box.state == "failed" for box in self.pool):
+            raise _none_started(self.pool)
         held = {id(slot.box) for slot in self.running}
         coming = sum(box.state in ("ready", "starting") and id(box) not in held for box in self.pool)
         for box in self.pool:
@@ -179,5 +181,27 @@ class sandboxes:
 
 
 def wait_for_a_sandbox(pool: list[SandboxProcess]) -> None:
-    """Block until one sandbox is ready; a sandbox that cannot start stops grading with its log."""
-    pool[0].wait_ready()
+    """Block until one sandbox of the pool is ready. One that does not start in time (or ends while
+    starting) is killed and restarted, ``START_TRIES`` times in a row at most, then left out (the
+    pool shrinks); a sandbox not started yet is started while none is starting. Grading stops, with
+    the log, only when no sandbox of the pool can start."""
+    while True:
+        for box in pool:
+            box.pump()
+        if any(box.state == "ready" for box in pool):
+            return
+        for box in pool:
+            if box.state == "dead":  # a failed start, to be tried again
+                box.start()
+        if not any(box.state == "starting" for box in pool):
+            waiting = [box for box in pool if box.state == "new"]
+            if not waiting:
+                raise _none_started(pool)
+            waiting[0].start()
+        select.select([box.control for box in pool if box.control is not None], [], [], 0.2)
+
+
+def _none_started(pool: list[SandboxProcess]) -> GradingError:
+    failures = [box.failure for box in pool if box.failure]
+    return GradingError(f"no sandbox of the pool of {len(pool)} could start; the last: "
+                        f"{failures[-1] if failures else '(no log)'}")
