@@ -97,10 +97,10 @@ def _rule(cutoffs: Mapping[str, Mapping[str, Cutoff]], compared: Mapping[str, in
         parts = [
             "<p>Rule: a cut-off per cell, from that cell's own pairs. A pair of students is reported "
             f"when its similarity stands out: at least the median + {rule.SPREADS:g} spreads (1.4826 × "
-            f"the median absolute deviation, at least {rule.MIN_SPREAD:g}), or above the widest gap of the "
+            f"the median absolute deviation, at least {rule.MIN_SPREAD:g}), or above a clear gap in the "
             f"sorted scores (at least {rule.MIN_GAP:g} wide and {rule.GAP_RATIO:g} × the typical step), "
             f"and never below {rule.FLOOR:g}; with fewer than {rule.MIN_STUDENTS} students, "
-            f"{rule.SMALL_CLASS:g}. A pair with a reference (the share of the student's cell found in it) "
+            f"{rule.SMALL_CLASS:g}; never above {rule.CAP:g}. A pair with a reference "
             f"by the same spread rule over that reference's scores, never below "
             + ", ".join(f"{r} {v:g}" for r, v in rule.REFERENCE_FLOOR.items())
             + ". <code>--threshold</code> sets one fixed cut-off instead.</p>"]

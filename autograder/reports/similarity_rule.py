@@ -15,8 +15,9 @@ from **that cell's own pairs**. Per cell:
   score (short cells, where most pairs share nothing and the spread is 0, are judged by it); never above ``CAP``: cells alike at 95% are worth a
   look even in a class where every pair is alike. With fewer than ``MIN_STUDENTS`` students in a cell there
   is no distribution to stand out from: the cut-off is ``SMALL_CLASS``.
-- **reference pairs** (a student against ``(solution)`` or ``(library)``; similarity: the share of the
-  *student's* cell found in the reference — a paste is short beside a library file): the same robust
+- **reference pairs** (a student against ``(solution)`` or ``(library)``; similarity as for students,
+  which for a paste is the share of the *student's* cell found in the reference — a paste is short
+  beside a library file, the library's own share is small): the same robust
   rule over that reference's scores in the cell, never below the reference's own floor
   (``REFERENCE_FLOOR``) nor above ``CAP``: a pasted library function scores far above anything honest, while honest
   students converge on the instructor's (simple, canonical) solution, so the solution's floor is
