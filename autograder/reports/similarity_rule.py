@@ -24,8 +24,8 @@ from **that cell's own pairs**. Per cell:
   higher.
 
 ``--threshold T`` replaces all of it with one fixed cut-off for every pair. Calibration (the synthetic
-classes of tests/test_similarity*.py, two seeds of tests/test_similarity_seeded.py): see the guide,
-docs/guide/08-report-and-similarity.md.
+classes of tests/test_similarity*.py, two seeds of tests/test_similarity_seeded.py, 22 tried): see
+docs/reference/commands.md ("Who wrote alike").
 """
 
 from __future__ import annotations
