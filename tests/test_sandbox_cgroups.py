@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -131,8 +132,6 @@ def _cpu_group(pid: int) -> str | None:
 def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weight(sandbox):
     from autograder.sandbox.host import CPU_WEIGHT, cpu_cgroup_root
 
-    import os
-
     if os.geteuid() != 0 or cpu_cgroup_root() is None:
         pytest.skip("no writable cgroup cpu controller here (not root, or no delegation): the "
                     "sandboxes share the CPU as the kernel's sessions do")
@@ -186,8 +185,6 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
     (without a cgroup per sandbox: about 1/21, each session an autogroup). The share is measured
     between the two, so other load on the machine slows both alike."""
     from autograder.sandbox.host import cpu_cgroup_root
-
-    import os
 
     if os.geteuid() != 0 or cpu_cgroup_root() is None or (os.cpu_count() or 1) > 8:
         pytest.skip("no writable cgroup cpu controller here, or too many cores to crowd")

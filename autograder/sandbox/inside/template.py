@@ -50,6 +50,7 @@ else:
 
 WORK = "/sandbox-work"  # the sandbox's private writable folder (a tmpfs); see main() without one
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+PRECISE_EVERY_S = 2.0  # the watchdog's measure by page (``_charged``): at least this often
 LEFTOVERS_DIE_S = 10.0  # how long the processes a notebook left may take to die (the checker's side
 # waits longer for the template's report: grading/execute/runner.py's CLEAN_UP_S)
 
@@ -123,6 +124,7 @@ def _run_notebook(launch: dict, files: dict, blobs: list[bytes], data: socket.so
     # second line behind the pids cgroup (a grader without one, as root, where RLIMIT_NPROC does
     # not bind): the template counts the tasks in the sandbox and stops the notebook past the limit
     task_limit = (launch.get("rlimits", {}).get("nproc") or 0) + 64 if SANDBOXED else None
+    precise: tuple[float, int] | None = None  # the last measure by page (``_charged``)
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -138,7 +140,7 @@ def _run_notebook(launch: dict, files: dict, blobs: list[bytes], data: socket.so
         if rss_limit or task_limit:
             used, tasks = _sandbox_usage(pid)
             if rss_limit and used > rss_limit:  # summed RSS counts a page once per process
-                used = _unique_memory(pid, used)  # mapping it: measure what the kernel charges
+                used, precise = _charged(pid, used, precise)  # mapping it: count each page once
             if rss_limit and used > rss_limit:
                 status = {"how": protocol.ExitHow.MEMORY, "rss": used, "limit": rss_limit}
             elif task_limit and tasks > task_limit:
@@ -184,6 +186,20 @@ def _sandbox_usage(child: int) -> tuple[int, int]:
         except (OSError, IndexError, ValueError):
             pass
     return total, tasks
+
+
+def _charged(child: int, rss: int, last: tuple[float, int] | None) -> tuple[int, tuple[float, int]]:
+    """The notebook's memory counted page by page (``_unique_memory``), measured again once due:
+    walking page tables costs milliseconds a process (50 forks of a torch process: about a second on
+    a busy machine), so again after four times what the last measure cost (one process: every
+    poll), at most ``PRECISE_EVERY_S`` later; in between, the last measure stands (growth is seen that much later: the memory cgroup and the address-space limit stand
+    behind). ``last``: (next measure due, measured bytes)."""
+    now = time.monotonic()
+    if last is not None and now < last[0]:
+        return last[1], last
+    unique = _unique_memory(child, rss)
+    cost = time.monotonic() - now
+    return unique, (time.monotonic() + min(PRECISE_EVERY_S, 4 * cost), unique)
 
 
 def _unique_memory(child: int, rss: int) -> int:
@@ -357,6 +373,9 @@ def _child(launch: dict, workdir: str, data: socket.socket, paths: list[str],
            blobs: list[bytes]) -> None:
     libc = ctypes.CDLL(None)
     libc.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # dumpable again (the template is not): the watchdog reads its processes' smaps_rollup, which
+    # the kernel refuses for a non-dumpable process to a reader without CAP_SYS_PTRACE
+    libc.prctl(isolation.PR_SET_DUMPABLE, 1, 0, 0, 0)
     fresh = launch.get("tmpfs") or protocol.NOTEBOOK_TMPFS_BYTES
     removals = list(launch.get("removed") or [])  # the exercise's forbidden implementations
     cover = removal.files_to_cover(removals) if removals and ISOLATED else None
