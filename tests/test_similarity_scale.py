@@ -85,3 +85,24 @@ def test_the_page_opens_in_chromium_in_under_a_second(big_class, tmp_path):
     assert seen.problems() == []
     assert "Groups, by cell" in text and "By student" in text
     assert 0 < load_ms < 1000, f"the page took {load_ms:.0f} ms to load"
+
+
+def test_copiers_are_one_group_shown_once_and_the_per_cell_rule_stays_small(big_class, tmp_path):
+    """Every pair reported at 0.01 connects the whole class: one group, its strongest pair side by side
+    once. The default per-cell rule on the same class reports the pairs that stand out from that cell's
+    pairs (same style, same statement of their own: about 0.93 here): a few groups, its page as small."""
+    from autograder.reports.similarity_html import SHOWN, groups
+
+    root, result, _ = big_class
+    assert len(groups(result.matches)) == 1
+    page = result.html_path.read_text(encoding="utf-8")
+    assert page.count("<div class='pair'>") == 1 <= SHOWN
+    [adaptive] = similarity(["04_adagrad"], course_root=root, output_dir=tmp_path)
+    cutoff = adaptive.cutoffs["AdaGrad"]["students"]
+    assert adaptive.matches and all(m.similarity >= cutoff.value for m in adaptive.matches)
+    found = groups(adaptive.matches)
+    print(f"\nper-cell rule at {STUDENTS} students: cut-off {cutoff.describe()}, {len(adaptive.matches)} rows, "
+          f"{len(found)} groups, HTML {adaptive.html_path.stat().st_size / 1e6:.2f} MB")
+    assert len(found) <= 2 * len(OWN) * 4  # a group per style and statement of their own at most
+    assert adaptive.html_path.stat().st_size < 1_000_000
+    assert f"<td>{cutoff.describe()}</td>" in adaptive.html_path.read_text(encoding="utf-8")
