@@ -463,8 +463,9 @@ class SandboxProcess:
                 self.processes = ProcessLimit()
             if self.memory is None:
                 self.memory = MemoryLimit(self.memory_bytes, unified_group=self.processes.path)
-            if self.cpu is None:
-                self.cpu = CpuShare(unified_group=self.processes.path)
+            if self.cpu is None:  # cgroup v2: the group the sandbox is in already, if any
+                self.cpu = CpuShare(unified_group=self.processes.path or (
+                    self.memory.path if self.memory.version == "v2" else None))
         filter_fd = seccomp_pipe() if self.sandboxed else None
         try:
             self.process = subprocess.Popen(
