@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 
 @contextlib.contextmanager
@@ -131,16 +132,45 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
             "scale": float(scaler.get_scale()) if scaler is not None else None}
 
 
-_WATCHABLE = {"torch.as_strided": (torch, "as_strided"),
-              "torch.Tensor.as_strided": (torch.Tensor, "as_strided")}
+#: What ``call_watching`` can watch: dotted name -> (owner, attribute); the operator is the attribute.
+_WATCHABLE = {f"{prefix}.{attribute}": (owner, attribute)
+              for prefix, owner in (("torch", torch), ("torch.Tensor", torch.Tensor))
+              for attribute in ("as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter")
+              if hasattr(owner, attribute)}
+
+
+class _Calls(TorchFunctionMode):
+    """Sees every torch function the code calls at Python level, whatever name, alias, saved reference,
+    ``getattr`` string or cell it came through (``torch.as_strided``, ``Tensor.as_strided``,
+    ``torch.ops.aten.as_strided``, ``torch._C._VariableFunctions.as_strided`` all reach it as the same
+    operator); records those whose operator name is in ``operators``. While it handles one call it is off
+    the stack, so what torch does inside that call (a view built on ``as_strided``) is not the code's."""
+
+    def __init__(self, operators: frozenset[str], called: list[str]) -> None:
+        super().__init__()
+        self.operators, self.called = operators, called
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = str(getattr(func, "__name__", "")).split(".")[0]  # OpOverload: "as_strided.default"
+        if name in self.operators:
+            self.called.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _operator(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
-    """Call ``fn(*args)`` while the functions ``names`` (from a fixed list) record that they were
-    called; report the result and the names called."""
+    """Call ``fn(*args)`` and report the result and which of the functions ``names`` (``torch.<op>`` or
+    ``torch.Tensor.<op>``) it called: observed at torch's function dispatch (``_Calls``, this thread) and, for a
+    thread the code starts, at the names themselves (wrapped while it runs). An observer that the code
+    took off the stack is reported as a call (honest code never touches torch's mode stack)."""
     called: list[str] = []
     saved = {}
     for name in names:
+        if name not in _WATCHABLE:  # not in this torch: still watched at the dispatch
+            continue
         owner, attribute = _WATCHABLE[name]
         original = getattr(owner, attribute)
         saved[name] = (owner, attribute, original)
@@ -150,9 +180,28 @@ def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
             return _original(*a, **k)
 
         setattr(owner, attribute, watcher)
+    mode = _Calls(frozenset(_operator(name) for name in names), called)
+    depth = torch._C._len_torch_function_stack()
     try:
-        result = fn(*args)
+        torch.overrides._push_mode(mode)
+        try:
+            result = fn(*args)
+        finally:
+            if not _on_top(mode, depth):
+                called.append("torch's function mode stack changed")
+            _remove(mode, depth)
     finally:
         for owner, attribute, original in saved.values():
             setattr(owner, attribute, original)
-    return {"result": result, "called": sorted(set(called))}
+    return {"result": result, "called": sorted({_operator(name) for name in called})}
+
+
+def _on_top(mode: TorchFunctionMode, depth: int) -> bool:
+    stack = torch._C._len_torch_function_stack()
+    return stack == depth + 1 and torch._C._get_function_stack_at(depth) is mode
+
+
+def _remove(mode: TorchFunctionMode, depth: int) -> None:
+    """Take ``mode`` and whatever the code left above it off the stack, back to ``depth``."""
+    while torch._C._len_torch_function_stack() > depth:
+        torch._C._pop_torch_function_stack()
