@@ -75,6 +75,34 @@ def test_in_process(entry, evades, monkeypatch):
     assert torch.as_strided is torch._C._VariableFunctions.as_strided  # the names are restored too
 
 
+def test_a_mode_the_code_leaves_behind_stays_and_is_no_call():
+    """A function mode the student's code pushes and keeps (``torch.set_default_device`` does) is not
+    a call; the observer comes off from under it."""
+    from torch.overrides import TorchFunctionMode
+
+    from autograder.sandbox.inside import drivers
+
+    class Passes(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    kept = Passes()
+    depth = torch._C._len_torch_function_stack()
+
+    def pushes(storage):
+        torch.overrides._push_mode(kept)
+        return storage[torch.arange(2)]
+
+    try:
+        watched = drivers.call_watching(pushes, (torch.arange(4),), ["torch.as_strided"])
+        assert watched["called"] == [] and torch.equal(watched["result"], torch.arange(2))
+        assert torch._C._len_torch_function_stack() == depth + 1
+        assert torch._C._get_function_stack_at(depth) is kept
+    finally:
+        while torch._C._len_torch_function_stack() > depth:
+            torch._C._pop_torch_function_stack()
+
+
 # --------------------------------------------------------------------------- in the real sandbox
 
 

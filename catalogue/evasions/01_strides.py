@@ -61,6 +61,15 @@ def gather_view(storage, shape, stride, offset=0):
             for index in itertools.product(*(range(n) for n in shape))]
     return torch.tensor(flat, dtype=storage.dtype).reshape(-1)[0:].unsqueeze(0)[0].reshape(shape).clone()
 """], []),
+    "in_a_device_context": (["""
+def gather_view(storage, shape, stride, offset=0):
+    with torch.device("cpu"):  # a function mode of torch's own, pushed and popped
+        positions = torch.full(shape, offset, dtype=torch.long)
+        for dim, (size, step) in enumerate(zip(shape, stride)):
+            positions = positions + (torch.arange(size) * step).reshape(
+                [size if d == dim else 1 for d in range(len(shape))])
+    return storage.reshape(-1)[positions.reshape(-1)].reshape(shape)
+"""], []),
     "as_strided_outside_gather_view": (["""
 _demo = torch.arange(6).as_strided((2, 2), (1, 2))  # allowed: not in gather_view
 """], ["_other = torch.as_strided(torch.arange(4), (2,), (2,))"]),

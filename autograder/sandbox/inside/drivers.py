@@ -133,10 +133,10 @@ def train_steps(train_step_mixed: Callable, *, state: dict, sizes: tuple[int, in
 
 
 #: What ``call_watching`` can watch: dotted name -> (owner, attribute); the operator is the attribute.
-_WATCHABLE = {f"{prefix}.{attribute}": (owner, attribute)
-              for prefix, owner in (("torch", torch), ("torch.Tensor", torch.Tensor))
-              for attribute in ("as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter")
-              if hasattr(owner, attribute)}
+_WATCHABLE = {"torch.as_strided": (torch, "as_strided"),
+              "torch.Tensor.as_strided": (torch.Tensor, "as_strided")}
+#: The variants of an operator that do its work too: a name watches them all (``as_strided_copy``...).
+_VARIANTS = ("", "_", "_copy", "_scatter")
 
 
 class _Calls(TorchFunctionMode):
@@ -162,15 +162,13 @@ def _operator(name: str) -> str:
 
 
 def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
-    """Call ``fn(*args)`` and report the result and which of the functions ``names`` (``torch.<op>`` or
-    ``torch.Tensor.<op>``) it called: observed at torch's function dispatch (``_Calls``, this thread) and, for a
-    thread the code starts, at the names themselves (wrapped while it runs). An observer that the code
-    took off the stack is reported as a call (honest code never touches torch's mode stack)."""
+    """Call ``fn(*args)`` and report the result and which of the functions ``names`` (from a fixed list;
+    each with its ``_VARIANTS``) it called: observed at torch's function dispatch (``_Calls``, this
+    thread) and, for a thread the code starts, at the names themselves (wrapped while it runs). An
+    observer that the code took off the stack is reported as a call (honest code has no reason to)."""
     called: list[str] = []
     saved = {}
     for name in names:
-        if name not in _WATCHABLE:  # not in this torch: still watched at the dispatch
-            continue
         owner, attribute = _WATCHABLE[name]
         original = getattr(owner, attribute)
         saved[name] = (owner, attribute, original)
@@ -180,14 +178,14 @@ def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
             return _original(*a, **k)
 
         setattr(owner, attribute, watcher)
-    mode = _Calls(frozenset(_operator(name) for name in names), called)
+    mode = _Calls(frozenset(_operator(name) + variant for name in names for variant in _VARIANTS), called)
     depth = torch._C._len_torch_function_stack()
     try:
         torch.overrides._push_mode(mode)
         try:
             result = fn(*args)
         finally:
-            if not _on_top(mode, depth):
+            if not _in_place(mode, depth):
                 called.append("torch's function mode stack changed")
             _remove(mode, depth)
     finally:
@@ -196,12 +194,19 @@ def call_watching(fn: Callable, args: tuple, names: list[str]) -> dict:
     return {"result": result, "called": sorted({_operator(name) for name in called})}
 
 
-def _on_top(mode: TorchFunctionMode, depth: int) -> bool:
-    stack = torch._C._len_torch_function_stack()
-    return stack == depth + 1 and torch._C._get_function_stack_at(depth) is mode
+def _in_place(mode: TorchFunctionMode, depth: int) -> bool:
+    """Whether ``mode`` is still where it was pushed (modes the code left above it change nothing:
+    ``torch.set_default_device`` pushes one)."""
+    return torch._C._len_torch_function_stack() > depth and torch._C._get_function_stack_at(depth) is mode
 
 
 def _remove(mode: TorchFunctionMode, depth: int) -> None:
-    """Take ``mode`` and whatever the code left above it off the stack, back to ``depth``."""
+    """Take ``mode`` off the stack; the modes the code pushed above it stay, the stack below it as it was."""
+    above = []
     while torch._C._len_torch_function_stack() > depth:
-        torch._C._pop_torch_function_stack()
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for kept in reversed(above):
+        torch.overrides._push_mode(kept)
