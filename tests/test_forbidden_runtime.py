@@ -148,3 +148,55 @@ def test_in_the_sandbox(box, entry, evades):
                 strides.check_gather_view(gather_view, seed=seed)
     finally:
         sandbox.kill("done")
+
+
+# --------------------------------------------------------------------------- graded, as a class is
+
+
+GRADED = ("alias_at_top_level", "alias_in_an_added_cell", "operator_attrgetter")
+
+
+def test_graded_the_routes_earn_nothing_on_gather_view_and_honest_work_keeps_its_points(tmp_path):
+    """``autograder grade`` on the reference, the blank release and a few routes, the added cell a real
+    cell the student added after ``gather_view``'s: each route scores the blank's 0 on
+    ``test_gather_view``, keeps every other point, and its feedback says why."""
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from autograder.authoring.release import copy_course, release
+    from autograder.grading import grade
+
+    root = copy_course(ROOT, tmp_path / "course")
+    release(assignments=[ASSIGNMENT], course_root=root)
+    samples.write_submission(samples.reference_notebook(ASSIGNMENT, course_root=root),
+                             course_root=root, student="reference", assignment=ASSIGNMENT)
+    blank = nbformat.read(root / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    samples.write_submission(blank, course_root=root, student="blank", assignment=ASSIGNMENT)
+    entries = {entry["name"]: entry for entry in EVASIONS}
+    for name in GRADED:
+        entry = entries[name]
+        nb = samples.student_notebook(ASSIGNMENT, entry["replace"], course_root=root)
+        at = next(n for n, cell in enumerate(nb.cells)
+                  if cell.metadata.get("nbgrader", {}).get("grade_id") == "gather_view") + 1
+        for offset, code in enumerate(entry["added"]):
+            nb.cells.insert(at + offset, nbformat.v4.new_code_cell(code))
+        samples.write_submission(nb, course_root=root, student=name.replace("_", "-"), assignment=ASSIGNMENT)
+    grade(course_root=root, allow_cpu=True, progress=False)
+    scores, said = {}, {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student in ["reference", "blank", *(name.replace("_", "-") for name in GRADED)]:
+            notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+            scores[student] = {g.name: g.score for g in notebook.grades}
+            graded = nbformat.read(root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+                                   as_version=4)
+            said[student] = "\n".join(str(o.get("evalue")) for cell in graded.cells
+                                      if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_gather_view"
+                                      for o in cell.get("outputs", []) if o.get("output_type") == "error")
+    full = scores["reference"]
+    assert full["test_gather_view"] == 2 and scores["blank"]["test_gather_view"] == 0, scores
+    for name in GRADED:
+        student = name.replace("_", "-")
+        assert scores[student]["test_gather_view"] == 0, (name, scores[student])
+        assert {cell: s for cell, s in scores[student].items() if cell != "test_gather_view"} == \
+            {cell: s for cell, s in full.items() if cell != "test_gather_view"}, (name, scores[student])
+        assert MESSAGE in said[student], (name, said[student])
