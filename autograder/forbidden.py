@@ -25,8 +25,8 @@ has executed (milliseconds): a use of a forbidden name in a student cell (throug
 ``from x import y as z``, an assignment ``f = torch.as_strided``, or ``getattr`` with a literal), and every
 *dynamic* access that could reach one without naming it (``getattr`` with a computed name, ``__import__``,
 ``importlib``, ``exec``/``eval``/``compile``, ``__builtins__``, ``sys.modules``, ``ctypes``, ``gc``,
-``inspect``, ``pickle``/``marshal``, ``__subclasses__``), each with its cell and line, for the course
-staff to review. It is never the only line of defence: a static reading can be evaded.
+``inspect``, ``pickle``/``marshal``, ``__subclasses__``, what turns torch's function modes off), each
+with its cell and line, for the course staff to review. It is never the only line of defence: a static reading can be evaded.
 
 ``remove`` is the line that holds: modules whose code, and dispatcher operators (``aten::name``) whose
 kernels, are taken out of the student's process in the sandbox (``sandbox/inside/removal.py``), so that
@@ -55,6 +55,10 @@ DYNAMIC_MODULES = frozenset({"importlib", "ctypes", "gc", "inspect", "pickle", "
                              "cloudpickle", "runpy", "zipimport", "builtins"})
 DYNAMIC_ATTRIBUTES = frozenset({"__builtins__", "__subclasses__", "__globals__", "__code__",
                                 "__closure__", "__dict__", "__getattribute__", "modules"})
+#: What takes code out of torch's function dispatch, where a check watches it (``drivers.call_watching``).
+OBSERVER_ESCAPES = frozenset({"DisableTorchFunction", "DisableTorchFunctionSubclass",
+                              "_pop_torch_function_stack", "_pop_mode", "_pop_mode_temporarily",
+                              "_disable_current_modes"})
 FORBIDDEN, DYNAMIC = "forbidden", "needs review"
 REMOVED = "the grader removed it where your code runs; the tests use their own copy"
 TIMING_LINE_MAGIC = re.compile(r"^(\s*)%(?:time|timeit|prun)\b(?:\s+-\S+)*\s*")
@@ -297,6 +301,8 @@ class _Reader(ast.NodeVisitor):
             self.aliases[alias.asname or alias.name] = full
             self.check(node, full)
             self._dynamic_module(node, full)
+            if alias.name in OBSERVER_ESCAPES:
+                self.note(node, DYNAMIC, f"import of {full}")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -322,6 +328,8 @@ class _Reader(ast.NodeVisitor):
             self.generic_visit(node)
         if node.attr in DYNAMIC_ATTRIBUTES and not (node.attr == "modules" and
                                                     self.dotted(node.value) != "sys"):
+            self.note(node, DYNAMIC, f".{node.attr}")
+        if node.attr in OBSERVER_ESCAPES:
             self.note(node, DYNAMIC, f".{node.attr}")
 
     def visit_Name(self, node: ast.Name) -> None:

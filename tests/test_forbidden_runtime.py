@@ -200,3 +200,16 @@ def test_graded_the_routes_earn_nothing_on_gather_view_and_honest_work_keeps_its
         assert {cell: s for cell, s in scores[student].items() if cell != "test_gather_view"} == \
             {cell: s for cell, s in full.items() if cell != "test_gather_view"}, (name, scores[student])
         assert MESSAGE in said[student], (name, said[student])
+
+
+def test_what_turns_the_observer_off_is_listed_for_review():
+    """Code can step out of torch's function dispatch for a while (and back before the check looks);
+    the cell review lists each way as *needs review*, whatever function it is in."""
+    cells = [("cell 30", "from torch._C import DisableTorchFunction\n"),
+             ("gather_view", "def helper(x):\n    with torch._C.DisableTorchFunctionSubclass():\n"
+                             "        torch.overrides._pop_mode_temporarily()\n"
+                             "        torch._C._pop_torch_function_stack()\n")]
+    found = [(f.cell, f.line, f.kind) for f in forbidden.review(cells, forbidden.rules(ASSIGNMENT, course_root=ROOT),
+                                                               ["import torch"])]
+    assert found == [("cell 30", 1, forbidden.DYNAMIC), ("gather_view", 2, forbidden.DYNAMIC),
+                     ("gather_view", 3, forbidden.DYNAMIC), ("gather_view", 4, forbidden.DYNAMIC)], found
