@@ -44,7 +44,7 @@ from autograder.course.source import read_source_cells, release_path, source_pat
 from autograder.errors import AutograderError
 from autograder.forbidden import header
 from autograder.machine_limits import is_not_run_output
-from autograder.reports import similarity_rule as rule
+from autograder.reports import similarity_rule
 from autograder.reports.similarity_rule import LIBRARY, SOLUTION, Cutoff
 
 DEFAULT_THRESHOLD = None  # None: the adaptive rule (similarity_rule); a number: that fixed cut-off
@@ -202,11 +202,11 @@ def _judge(grade_id: str, judged: Sequence[Cell], threshold: float | None) -> tu
     for group, members in by_group.items():
         values = [m.similarity for m in members]
         if threshold is not None:
-            cutoff = rule.fixed(values, threshold)
+            cutoff = similarity_rule.fixed(values, threshold)
         elif group == "students":
-            cutoff = rule.student_cutoff(values, students)
+            cutoff = similarity_rule.student_cutoff(values, students)
         else:
-            cutoff = rule.reference_cutoff(values, group, students)
+            cutoff = similarity_rule.reference_cutoff(values, group, students)
         cutoffs[group] = cutoff
         reported += [m for m in members if m.similarity >= cutoff.value]
     return reported, cutoffs

@@ -20,14 +20,14 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from autograder.authoring.staff_only import PAGE_MARK
-from autograder.reports import similarity_rule as rule
+from autograder.reports import similarity_rule
 from autograder.reports.similarity_rule import LIBRARY, SOLUTION, Cutoff
 
-if TYPE_CHECKING:
-    from autograder.reports.similarity import Match
+# autograder.reports.similarity.Match (not imported, not even for typing: that module imports this one)
+Match = Any
 
 MIN_TOKENS = 60  # autograder.reports.similarity.MIN_TOKENS (not imported: that module imports this one)
 
@@ -96,13 +96,13 @@ def _rule(cutoffs: Mapping[str, Mapping[str, Cutoff]], compared: Mapping[str, in
     else:
         parts = [
             "<p>Rule: a cut-off per cell, from that cell's own pairs. A pair of students is reported "
-            f"when its similarity stands out: at least the median + {rule.SPREADS:g} spreads (1.4826 × "
-            f"the median absolute deviation, at least {rule.MIN_SPREAD:g}), or above a clear gap in the "
-            f"sorted scores (at least {rule.MIN_GAP:g} wide and {rule.GAP_RATIO:g} × the typical step), "
-            f"and never below {rule.FLOOR:g}; with fewer than {rule.MIN_STUDENTS} students, "
-            f"{rule.SMALL_CLASS:g}; never above {rule.CAP:g}. A pair with a reference "
+            f"when its similarity stands out: at least the median + {similarity_rule.SPREADS:g} spreads (1.4826 × "
+            f"the median absolute deviation, at least {similarity_rule.MIN_SPREAD:g}), or above a clear gap in the "
+            f"sorted scores (at least {similarity_rule.MIN_GAP:g} wide and {similarity_rule.GAP_RATIO:g} × the typical step), "
+            f"and never below {similarity_rule.FLOOR:g}; with fewer than {similarity_rule.MIN_STUDENTS} students, "
+            f"{similarity_rule.SMALL_CLASS:g}; never above {similarity_rule.CAP:g}. A pair with a reference "
             f"by the same spread rule over that reference's scores, never below "
-            + ", ".join(f"{r} {v:g}" for r, v in rule.REFERENCE_FLOOR.items())
+            + ", ".join(f"{r} {v:g}" for r, v in similarity_rule.REFERENCE_FLOOR.items())
             + ". <code>--threshold</code> sets one fixed cut-off instead.</p>"]
     reported: dict[tuple[str, str], int] = {}
     for m in matches:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import multiprocessing
 import os
 import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +31,7 @@ STATES = ("queued", "running", "done", "failed", "error")
 COOKIE = "autograder-session"
 MAX_ID = 2**62  # larger ids in a URL are "not found", never an integer overflow in the database
 
+log = logging.getLogger("autograder.service")
 _EXAMINER: ProcessPoolExecutor | None = None
 
 
@@ -230,10 +233,27 @@ async def accept_off_the_loop(handler: Handler, *, student: str, filename: str, 
         raise Refused(400, problem)
     upload = check_upload(handler.service, student=student, filename=filename, content=content,
                           assignment=assignment)
-    found = await asyncio.get_running_loop().run_in_executor(examiner(), examined, upload)
+    found = await _examine(upload)
     if isinstance(found, str):
         raise Refused(400, found)
     return enqueue(handler.service, handler.store, found, now=handler.now(), require_grader=True)
+
+
+async def _examine(upload: Any) -> Any:
+    """``examined(upload)`` in the examiner. A pool whose process died (this upload stopped the
+    parser, or an earlier one did) is replaced and the upload tried once more in a fresh one; an
+    upload that stops that one too is refused, saying so — never a 500 for the next student."""
+    global _EXAMINER
+    for attempt in range(2):
+        try:
+            return await asyncio.get_running_loop().run_in_executor(examiner(), examined, upload)
+        except BrokenProcessPool:
+            broken, _EXAMINER = _EXAMINER, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            log.warning("the examiner process died (attempt %d); a fresh one is started", attempt + 1)
+    raise Refused(400, "this file stopped the notebook reader twice: nothing was submitted; "
+                       "upload the assignment's .ipynb file as saved by JupyterLab")
 
 
 def own_submission(handler: Handler, submission_id: str) -> SubmissionRow | None:
