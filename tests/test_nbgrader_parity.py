@@ -51,11 +51,22 @@ def assignment_names(scenario: harness.Scenario) -> set[str]:
     return {step.assignment_name(scenario) for step in scenario.steps}
 
 
+def selected_scenarios(items) -> list[harness.Scenario]:
+    """The scenarios the collected test ``items`` need graded: those of the selected parity tests,
+    and ``grade`` for the run-record test (``-k grade_cell_deleted`` grades two, not all)."""
+    names = {item.callspec.params["scenario"].name for item in items
+             if "scenario" in getattr(getattr(item, "callspec", None), "params", {})}
+    if any(item.name == "test_autograder_writes_its_run_record" for item in items):
+        names.add("grade")
+    return [s for s in SCENARIOS if s.name in names]
+
+
 @pytest.fixture(scope="module")
-def autograder_runs(tmp_path_factory) -> Runs:
-    """Every scenario's course built and graded by ``autograder grade`` (LANES courses at once)."""
+def autograder_runs(request, tmp_path_factory) -> Runs:
+    """The selected scenarios' courses built and graded by ``autograder grade`` (LANES courses at
+    once)."""
     parent = tmp_path_factory.mktemp("parity")
-    groups = harness.courses(SCENARIOS)
+    groups = harness.courses(selected_scenarios(request.session.items))
 
     def grade(course: str) -> tuple[str, dict[str, list[dict]], list[str]]:
         grader = harness.AutograderGrader()
@@ -204,3 +215,15 @@ def test_the_documented_decision_drops_only_ungraded_rows_the_autograder_lacks()
     assert harness.compare_steps(folders, [{"status": "failed", "autograded": {
         "bar": {".": {"type": "dir"}, "p1.ipynb": {}}}}]) == []
     assert harness.compare_steps(folders, [{"status": "failed", "autograded": {}}])  # bar's files
+
+
+def test_only_the_selected_scenarios_are_graded():
+    """``-k`` narrows what the module fixture grades: the selected scenarios, plus ``grade`` for the
+    run-record test, in the suite's order."""
+    from types import SimpleNamespace as Item
+
+    items = [Item(name="test_autograder_agrees_with_nbgrader[force]",
+                  callspec=Item(params={"scenario": BY_NAME["force"]})),
+             Item(name="test_autograder_writes_its_run_record"), Item(name="test_help")]
+    assert [s.name for s in selected_scenarios(items)] == ["grade", "force"]
+    assert selected_scenarios(items[2:]) == []

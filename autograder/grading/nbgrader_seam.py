@@ -137,6 +137,19 @@ def execute_timeout(course: Course) -> float | None:
     return float(value) if value and value > 0 else None
 
 
+def added_back_source(config: Config, source_cell: Any, max_score: float) -> str | None:
+    """The source nbgrader's ``OverwriteCells`` gives a locked grade cell it adds back to a
+    submission that deleted it (``c.OverwriteCells.add_missing_cells``: the course's
+    ``missing_cell_notification`` as a comment, then the gradebook's source), or None when the course
+    does not add cells back. Built by nbgrader's own ``missing_cell_transform``."""
+    from nbgrader.preprocessors import OverwriteCells
+
+    overwrite = OverwriteCells(config=config)
+    if not overwrite.add_missing_cells:
+        return None
+    return str(overwrite.missing_cell_transform(source_cell, max_score).source)
+
+
 def nbgrader_resources(course: Course, *, student: str, assignment: str, notebook: str,
                        workdir: str) -> dict[str, Any]:
     """The ``resources`` dict nbgrader's converter hands its preprocessors."""

@@ -25,6 +25,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader import utils as nbgrader_utils
 from nbgrader.api import Gradebook, MissingEntry
+from traitlets.config import Config
 
 from autograder import forbidden
 from autograder.course.nbgrader import Course
@@ -37,7 +38,12 @@ from autograder.grading.model import (
     NotebookRun,
     Submission,
 )
-from autograder.grading.nbgrader_seam import AutogradeSteps, borrowed_gradebook, nbgrader_resources
+from autograder.grading.nbgrader_seam import (
+    AutogradeSteps,
+    added_back_source,
+    borrowed_gradebook,
+    nbgrader_resources,
+)
 from autograder.grading.run_record import graded_digests, move_record_out, notebook_digests
 
 STAGING_PREFIX = ".grading-"
@@ -234,13 +240,17 @@ def _student_tags(cell: NotebookNode) -> list[str]:
     return [tag for tag in tags if isinstance(tag, str)] if isinstance(tags, list) else []
 
 
-def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: str) -> dict[int, str]:
+def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: str,
+               config: Config | None = None) -> dict[int, str]:
     """Where each code cell runs: grade cells in the checker, the instructor's locked cells in both
     places, everything else (solutions, cells the student added) in the sandbox only. Decided from
     the gradebook, never from the submission's metadata; the source of every trusted or grade cell
-    is the gradebook's (nbgrader's sanitize step restored it; this makes sure)."""
+    is the gradebook's (nbgrader's sanitize step restored it; this makes sure), or, for a grade cell
+    the course's ``c.OverwriteCells.add_missing_cells`` (in ``config``) added back, exactly the text
+    nbgrader's sanitize step gave it (``added_back_source``)."""
     book = gb.find_notebook(notebook, assignment)
-    grade_ids = {cell.name for cell in book.grade_cells}
+    max_scores = {cell.name: cell.max_score for cell in book.grade_cells}
+    grade_ids = set(max_scores)
     solution_ids = {cell.name for cell in book.solution_cells}
     sources = {cell.name: cell for cell in book.source_cells}
     kinds: dict[int, str] = {}
@@ -252,7 +262,10 @@ def cell_kinds(gb: Gradebook, nb: NotebookNode, *, notebook: str, assignment: st
         kind = STUDENT
         if source is not None and source.locked and source.name not in solution_ids:
             kind = GRADE if meta.get("grade_id") in grade_ids else TRUSTED
-            cell.source = source.source
+            if cell.source != source.source and not (
+                    kind == GRADE and config is not None
+                    and cell.source == added_back_source(config, source, max_scores[source.name])):
+                cell.source = source.source
         kinds[index] = kind
     return kinds
 
@@ -477,7 +490,8 @@ def _sanitize_notebooks(course: Course, steps: AutogradeSteps, gb: Gradebook,
             nb = steps.run(steps.sanitize, nb, resources, logger)  # raises: fails as in nbgrader
             steps.check_kernel(nb, notebook=name)  # raises: the submission fails, as in nbgrader
             try:
-                kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment)
+                kinds = cell_kinds(gb, nb, notebook=name, assignment=assignment,
+                                   config=steps.config)
             except Exception as error:  # noqa: BLE001 - metadata nbgrader cannot read: missing
                 submission.missing.append(name)
                 submission.refused.append(f"{path.name}: its cells' metadata cannot be read "

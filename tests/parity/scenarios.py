@@ -308,6 +308,12 @@ PORTED: tuple[Scenario, ...] = (
     Scenario("grade_cell_deleted", source=(src(UNCHANGED),), steps=(Step(before=(
         Write("submitted/foo/{a}/p1.ipynb", changed_fixture(CHANGED, _grade_cell_deleted)),
         sub("bar", CHANGED))),)),
+    # nbgrader 0.9's OverwriteCells.add_missing_cells: the deleted grade cell is added back, its source
+    # prefixed with OverwriteCells.missing_cell_notification (issue 46)
+    Scenario("grade_cell_deleted_add_missing", course=CONFIGURED, source=(src(UNCHANGED),), steps=(
+        Step(config="c.OverwriteCells.add_missing_cells = True", before=(
+            Write("submitted/foo/{a}/p1.ipynb", changed_fixture(CHANGED, _grade_cell_deleted)),
+            sub("bar", CHANGED))),)),
 )
 
 # What the autograder does differently today, scenario by scenario, with the likely cause (issue 16).
