@@ -227,3 +227,35 @@ def test_only_the_selected_scenarios_are_graded():
              Item(name="test_autograder_writes_its_run_record"), Item(name="test_help")]
     assert [s.name for s in selected_scenarios(items)] == ["grade", "force"]
     assert selected_scenarios(items[2:]) == []
+
+
+def test_only_nbgraders_added_back_text_is_kept_on_a_grade_cell(tmp_path):
+    """``cell_kinds`` keeps a locked grade cell's source only when it is the gradebook's or, with
+    ``c.OverwriteCells.add_missing_cells``, exactly the text nbgrader's ``missing_cell_transform``
+    gives the cell it adds back; anything else is reset to the gradebook's."""
+    from nbformat.v4 import new_code_cell, new_notebook
+    from nbgrader.api import Gradebook
+    from traitlets.config import Config
+
+    from autograder.grading.prepare import cell_kinds
+
+    added = ("# This cell (id:bar) was missing from the submission. It was added back by nbgrader."
+             "\n\nassert a == 1")
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        gb.add_assignment("ps1")
+        gb.add_notebook("p1", "ps1")
+        gb.add_grade_cell("bar", "p1", "ps1", max_score=1, cell_type="code")
+        gb.add_source_cell("bar", "p1", "ps1", cell_type="code", locked=True, source="assert a == 1",
+                           checksum="x")
+        on = Config()
+        on.OverwriteCells.add_missing_cells = True
+
+        def kept(source: str, config: Config | None) -> str:
+            nb = new_notebook(cells=[new_code_cell(source, metadata={"nbgrader": {"grade_id": "bar"}})])
+            assert cell_kinds(gb, nb, notebook="p1", assignment="ps1", config=config) == {0: "grade"}
+            return nb.cells[0].source
+
+        assert kept(added, on) == added
+        assert kept(added, None) == kept(added, Config()) == "assert a == 1"
+        assert kept(added + "\nimport os", on) == "assert a == 1"
+        assert kept("pass", on) == "assert a == 1"
