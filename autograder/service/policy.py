@@ -11,7 +11,8 @@ Keys (all optional; the defaults are the fields of ``Policy`` below): ``opens``/
 (a sliding window), ``late`` (accept after the due date, marked late), ``counts`` ("latest": every
 accepted notebook replaces the one in ``submitted/``; "best": only one that scores higher does),
 ``feedback_before_due`` / ``feedback_after_due`` ("tests": every test with pass/fail and its message,
-"score": the total only, "none": only that it was graded). Service-wide settings live next to it:
+"score": the total only, "none": only that it was graded; decided when the page is read, and for a
+late submission the lesser of the two). Service-wide settings live next to it:
 ``roster`` ("gradebook": the students in the nbgrader gradebook, or a list of ids),
 ``instructor_group`` (the hub group whose members see the instructor view), ``max_upload_mb``.
 """
@@ -56,10 +57,18 @@ class Policy:
     feedback_before_due: str = setting("tests", None, "what a student sees before the due date: "
                                        "every test with its message, the total, or only that it "
                                        "was graded", choices=FEEDBACK_LEVELS)
-    feedback_after_due: str = setting("tests", None, "the same, after the due date",
+    feedback_after_due: str = setting("tests", None, "the same, after the due date (a late "
+                                      "submission: the lesser of the two)",
                                       choices=FEEDBACK_LEVELS)
 
-    def feedback_level(self, now: datetime) -> str:
+    def feedback_level(self, now: datetime, received_at: datetime | None = None) -> str:
+        """What a student sees at ``now`` of a submission received at ``received_at``: before the
+        due date ``feedback_before_due``, after it ``feedback_after_due``; of one received after
+        the due date, the lesser of the two (while late ones are taken, the after-due level must
+        not be an oracle for them)."""
+        if self.due is not None and received_at is not None and received_at > self.due:
+            return max(self.feedback_before_due, self.feedback_after_due,
+                       key=FEEDBACK_LEVELS.index)
         return self.feedback_after_due if self.due is not None and now > self.due \
             else self.feedback_before_due
 

@@ -50,7 +50,8 @@ def student_reason(row: SubmissionRow) -> str | None:
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
                     now: datetime, *, staff: bool = False,
                     shown: Callable[[datetime | None], str | None] = human_time) -> dict[str, Any]:
-    """What a student may see of one submission now (the policy's feedback level decides);
+    """What a student may see of one submission now (the policy's feedback level decides, by
+    when it is read and when it was received: ``Policy.feedback_level``);
     ``staff``: also the grader's own words about a fault."""
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
@@ -69,7 +70,7 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
         # "error": the grader's; queued with a reason: being retried
         view["reason"] = row.reason if staff else student_reason(row)
     if row.state == "done":
-        level = settings.policy(row.assignment).feedback_level(now)
+        level = settings.policy(row.assignment).feedback_level(now, row.received_at)
         view["feedback_level"] = level
         if level in ("tests", "score"):
             view["score"], view["max_score"] = row.score, row.max_score
