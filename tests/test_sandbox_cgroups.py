@@ -4,7 +4,7 @@
   of the sandbox's processes: a pool of forks sharing a buffer copy-on-write is not a hog; a pool of
   forks that really allocates still is.
 - Each sandbox is in a cgroup with a CPU weight (``host.CpuShare``): processes in many sessions buy
-  no more CPU than one.
+  no more CPU than one; all sandboxes together weigh as one ordinary process against the grader's side.
 - A sandbox that does not start in time is restarted, and the batch goes on without it.
 """
 
@@ -130,7 +130,7 @@ def _cpu_group(pid: int) -> str | None:
 
 
 def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weight(sandbox):
-    from autograder.sandbox.host import CPU_WEIGHT, cpu_cgroup_root
+    from autograder.sandbox.host import CPU_WEIGHT, SANDBOXES_WEIGHT, cpu_cgroup_root
 
     if os.geteuid() != 0 or cpu_cgroup_root() is None:
         pytest.skip("no writable cgroup cpu controller here (not root, or no delegation): the "
@@ -138,11 +138,17 @@ def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weig
     assert sandbox.cpu is not None and sandbox.cpu.path is not None and sandbox.process is not None
     group = sandbox.cpu.path
     root = cpu_cgroup_root()[0]  # type: ignore[index]
+    # all sandboxes in one parent group that weighs as one ordinary process against the grader's
+    # side (the grading process, its checkers, the web process): their share is protected
+    parent = group.parent
+    assert parent.parent == root and parent.name == f"autograder-sandboxes-{os.getpid()}"
     if sandbox.cpu.version == "v2":
         assert "cpu" in (root / "cgroup.subtree_control").read_text().split()
         assert int((group / "cpu.weight").read_text()) == CPU_WEIGHT
+        assert int((parent / "cpu.weight").read_text()) == SANDBOXES_WEIGHT
     else:
         assert int((group / "cpu.shares").read_text()) == CPU_WEIGHT * 1024 // 100
+        assert int((parent / "cpu.shares").read_text()) == SANDBOXES_WEIGHT * 1024 // 100
     processes = _descendants(sandbox.process.pid)
     assert len(processes) >= 3  # bubblewrap, its init, the template
     expected = "/" + str(group.relative_to(root))

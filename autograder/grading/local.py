@@ -5,6 +5,8 @@ Up to ``workers`` notebooks at once, one bubblewrap sandbox each, a checker chil
 be free, so sanitizing and recording (the parent) overlap with execution (the children): when a
 notebook finishes, the next queued one starts on its sandbox (once the sandbox reports its clean-up)
 before the parent records the finished one, so even a run with one sandbox (``--workers 1``) keeps it busy.
+A notebook whose cell timed out while the machine starved it of CPU (``NotebookOutcome.starved``) runs
+once more, first in the queue; starved again, its submission fails as a grader fault, never a score.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class LocalExecutor:
                 return  # nothing to execute
             work, more = itertools.chain([first], work), True
             runner, waiting = NotebookRunner(pool, limits=limits), True
+            starved: set[tuple[tuple[str, str], str]] = set()  # notebooks run again once already
             try:
                 while more or queue or runner.running:
                     more = more and _sanitize_ahead(work, queue, self.workers)
@@ -136,7 +139,10 @@ class LocalExecutor:
                         _start_queued(runner, queue, runner.free_sandboxes(wanted=len(queue)),
                                       outcomes)
                     for (submission, name), outcome in finished:  # check, score, record
-                        outcomes.executed(submission, name, outcome)
+                        if outcome.starved is None:
+                            outcomes.executed(submission, name, outcome)
+                        else:
+                            _starved(submission, name, outcome.starved, queue, starved, outcomes)
             finally:
                 runner.close()
 
@@ -153,6 +159,23 @@ def _sanitize_ahead(work: Iterator[Submission | None],
             break
         queue.extend((submission, nb_run) for nb_run in submission.notebooks)
     return True
+
+
+def _starved(submission: Submission, name: str, why: str,
+             queue: deque[tuple[Submission, NotebookRun]], starved: set[tuple[tuple[str, str], str]],
+             outcomes: Outcomes) -> None:
+    """A notebook the machine starved of CPU: queued first to run again, or, the second time, its
+    submission failed as a grader fault (nothing recorded, never a score)."""
+    log = logging.getLogger("autograder")
+    if (submission.key, name) not in starved:
+        starved.add((submission.key, name))
+        log.warning("%s/%s %s.ipynb: %s; it runs again", submission.assignment,
+                    submission.student, name, why)
+        queue.extendleft((submission, run) for run in submission.notebooks if run.name == name)
+        return
+    outcomes.failed(submission, f"not graded: {name}.ipynb was starved of CPU twice ({why}); a "
+                    "grader fault, not the notebook's: grade it again when the machine has CPU "
+                    "to spare")
 
 
 def _start_queued(runner: NotebookRunner, queue: deque[tuple[Submission, NotebookRun]],

@@ -53,6 +53,9 @@ class NotebookOutcome:
     completed: set[int] = field(default_factory=set)
     # a notebook that did not complete: what its sandbox wrote (stderr) while it ran, the tail
     sandbox_log: str = ""
+    # a cell timed out while the machine starved the notebook of CPU (``deadlines.starved_timeout``):
+    # why; the executor runs it again, then reports a grader fault (never a score)
+    starved: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"outputs": {str(i): [list(o), c] for i, (o, c) in self.outputs.items()},
@@ -60,7 +63,8 @@ class NotebookOutcome:
                 "failed_ename": self.failed_ename, "seconds": round(self.seconds, 3),
                 "files": {path: base64.b64encode(data).decode() for path, data in self.files.items()},
                 "cell_seconds": {str(i): round(s, 3) for i, s in self.cell_seconds.items()},
-                "sandbox_log": self.sandbox_log, "completed": sorted(self.completed)}
+                "sandbox_log": self.sandbox_log, "completed": sorted(self.completed),
+                "starved": self.starved}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NotebookOutcome:
@@ -81,7 +85,8 @@ class NotebookOutcome:
                        cell_seconds={int(i): float(s)
                                      for i, s in dict(data.get("cell_seconds", {})).items()},
                        sandbox_log=str(data.get("sandbox_log", "")),
-                       completed={int(i) for i in data.get("completed", ())})
+                       completed={int(i) for i in data.get("completed", ())},
+                       starved=None if data.get("starved") is None else str(data["starved"]))
         except (KeyError, TypeError, ValueError, IndexError, binascii.Error) as error:
             raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
 

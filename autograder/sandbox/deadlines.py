@@ -18,6 +18,11 @@ notebook), ``GradeOptions``' fields. From them, for a cell that started at t = 0
 The notebook as a whole: the parent kills the checker ``notebook_timeout`` seconds after it started.
 A timeout of None or <= 0 means no per-cell limit (and no CPU rlimit).
 
+A cell that times out while its sandbox got far less CPU than the wall time it was charged, because
+it waited for one (``starved_timeout``: the machine's other load, a quota), did not have its time:
+the machine's fault, a grader fault (retried once, then listed for review), never a score. A cell
+that sleeps or waits for input gets little CPU too, but does not wait for one: its timeout counts.
+
 The instructor's locked cells that run before any of the student's code (the imports) get at most
 ``SETUP_CELL_S`` (``set_up_timeout``): warm, they take milliseconds, and a hang there is the grading
 machine's fault (``errors.GraderFault``: retried, never a score), so it is cut short.
@@ -33,6 +38,8 @@ PARENT_GRACE_S = 5.0  # the parent's SIGKILL comes this long after the cell's li
 CPU_FACTOR = 4  # CPU seconds per wall second of the limit (a few threads at full speed)
 CPU_SLACK_S = 60  # CPU seconds on top (imports, the template's own start)
 SETUP_CELL_S = 60.0  # the most a set-up cell before the student's code may take
+STARVED_CPU_SHARE = 0.25  # a timed-out cell that ran less than this share of one CPU ...
+STARVED_WAIT_SHARE = 0.5  # ... and waited runnable at least this share of its time was starved
 
 
 @dataclass(frozen=True)
@@ -84,3 +91,14 @@ def set_up_timeout(timeout: float | None) -> float:
 def channel_wait_s(remaining: float | None) -> float | None:
     """How long the channel waits for a request that has ``remaining`` seconds (step 2 above)."""
     return Deadlines(remaining).channel_wait_s if remaining is not None else None
+
+
+def starved_timeout(index: int, wall_s: float, ran_s: float, waited_s: float) -> str | None:
+    """Why cell ``index``, timed out after ``wall_s`` seconds in which its sandbox's threads ran
+    ``ran_s`` and waited runnable ``waited_s`` CPU seconds, was starved by the machine (None: it
+    was not, the timeout counts)."""
+    if wall_s <= 0 or ran_s >= STARVED_CPU_SHARE * wall_s or waited_s < STARVED_WAIT_SHARE * wall_s:
+        return None
+    return (f"cell {index} timed out after {wall_s:.1f} s in which the machine gave the notebook "
+            f"{ran_s:.2f} s of CPU while it waited {waited_s:.1f} s for one: the grading "
+            "machine was starved, not the notebook slow")

@@ -25,6 +25,7 @@ file). The policy is one function,
 
 from __future__ import annotations
 
+import atexit
 import errno
 import glob
 import json
@@ -190,6 +191,77 @@ def sandbox_code_folders() -> list[str]:
 
 
 SANDBOX_PROCESSES = 512  # processes and threads of one sandbox (its template and the notebook's)
+# the weight of all sandboxes together against the grading process, its checkers and the web process
+# beside them (cgroup v2 cpu.weight; v1 cpu.shares 1024): one ordinary process's, however many
+# sandboxes there are and however busy they are (an idle grader leaves them all of it)
+SANDBOXES_WEIGHT = 100
+CPU_WEIGHT = 100  # cgroup v2 cpu.weight of every sandbox among the others (v1: cpu.shares 1024)
+_PARENTS: list[Path] = []  # the parent groups this process made (removed when it exits)
+
+
+def _parent(root: Path, kind: str, version: str, controller: str) -> Path:
+    """The group under ``root`` that holds this process's groups of ``kind`` ("sandboxes",
+    "checkers"): one per hierarchy (v1) or one for all controllers (v2), made once."""
+    path = root / f"autograder-{kind}-{os.getpid()}"
+    if version == "v2":
+        _enable_controller(root, controller)
+    path.mkdir(exist_ok=True)
+    if version == "v2":
+        _enable_controller(path, controller)
+    if controller == "cpu" and kind == "sandboxes":
+        knob, weight = ("cpu.weight", SANDBOXES_WEIGHT) if version == "v2" else \
+            ("cpu.shares", SANDBOXES_WEIGHT * 1024 // 100)
+        (path / knob).write_text(str(weight))
+    if path not in _PARENTS:
+        if not _PARENTS:
+            atexit.register(_remove_parents)
+        _PARENTS.append(path)
+    return path
+
+
+def _remove_parents() -> None:
+    for path in reversed(_PARENTS):
+        _remove_cgroup(path, timeout_s=0)
+
+
+class _Group:
+    """One cgroup of one sandbox (or checker), under this process's parent group of its kind. In
+    v2 a process is in one group, so the controllers share the first one made (``unified_group``)."""
+
+    path: Path | None = None
+    version: str | None = None
+    shared: bool = False
+
+    def _make(self, found: tuple[Path, str], *, kind: str, controller: str,
+              unified_group: Path | None, knobs: dict[str, str]) -> None:
+        """Make the group and write ``knobs`` (file -> value); raises OSError (no group then)."""
+        root, self.version = found
+        parent = _parent(root, kind, self.version, controller)
+        self.shared = self.version == "v2" and unified_group is not None \
+            and unified_group.parent == parent
+        path = unified_group if self.shared and unified_group is not None else \
+            parent / f"{os.getpid()}-{id(self)}"
+        try:
+            path.mkdir(exist_ok=True)
+            for knob, value in knobs.items():
+                if knob != "memory.swap.max" or (path / knob).exists():
+                    (path / knob).write_text(value)
+        except OSError:
+            if not self.shared:
+                _remove_cgroup(path, timeout_s=0)
+            raise
+        self.path = path
+
+    def enter(self, pid: int | None = None) -> None:
+        """Put ``pid`` (default: this process, before it execs bubblewrap) into the group."""
+        if self.path is not None and not self.shared:
+            (self.path / "cgroup.procs").write_text(str(pid or os.getpid()))
+
+    def remove(self) -> None:
+        """Delete the group once its processes are gone (they die with bubblewrap, shortly after)."""
+        if self.shared:  # the first controller's group: removed with it
+            self.path = None
+        self.path = _remove_cgroup(self.path)
 
 
 def pids_cgroup_root() -> Path | None:
@@ -205,20 +277,19 @@ def pids_cgroup_root() -> Path | None:
     return None
 
 
-class ProcessLimit:
+class ProcessLimit(_Group):
     """A ``pids`` cgroup holding one sandbox: at most ``limit`` processes and threads in it, counted
     by the kernel, whatever user the sandbox maps to. ``None`` root: the limit comes only from
     RLIMIT_NPROC (effective when grading as an ordinary user)."""
 
     def __init__(self, limit: int = SANDBOX_PROCESSES) -> None:
-        self.limit, self.path = limit, None
+        self.limit = limit
         root = pids_cgroup_root() if os.geteuid() == 0 else None
         if root is not None:
-            path = root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
+            version = "v2" if (root / "cgroup.controllers").is_file() else "v1"
             try:
-                path.mkdir(exist_ok=True)
-                (path / "pids.max").write_text(str(limit))
-                self.path = path
+                self._make((root, version), kind="sandboxes", controller="pids",
+                           unified_group=None, knobs={"pids.max": str(limit)})
             except OSError:
                 self.path = None
 
@@ -227,15 +298,6 @@ class ProcessLimit:
         if self.path is not None:
             current = int((self.path / "pids.current").read_text())
             (self.path / "pids.max").write_text(str(min(current + more, self.limit)))
-
-    def enter(self) -> None:
-        """Called in the sandbox's process before it execs bubblewrap (``preexec_fn``)."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def remove(self) -> None:
-        """Delete the cgroup once its processes are gone (they die with bubblewrap, shortly after)."""
-        self.path = _remove_cgroup(self.path)
 
     @staticmethod
     def describe(limit: int = SANDBOX_PROCESSES) -> str:
@@ -261,63 +323,53 @@ def memory_cgroup_root() -> tuple[Path, str] | None:
     return None
 
 
-class MemoryLimit:
-    """A memory cgroup holding one sandbox: the kernel counts everything it uses there — heap, page
-    cache, and the tmpfs and shared memory the RSS watchdog cannot see — and stops it at ``limit``
-    bytes (the notebook is killed, a ``KernelDied`` for that notebook only). ``None`` root or limit:
-    none is made (grading as an ordinary user, or without ``--memory-limit``)."""
+class MemoryLimit(_Group):
+    """A memory cgroup holding one sandbox (``kind`` "sandboxes") or one checker ("checkers"): the
+    kernel counts everything it uses there — heap, page cache, and the tmpfs and shared memory the
+    RSS watchdog cannot see — and stops it at ``limit`` bytes (its process is killed: that notebook
+    fails alone). ``None`` root or limit: none is made (grading as an ordinary user, or without
+    ``--memory-limit``)."""
 
-    def __init__(self, limit: int | None, *, unified_group: Path | None = None) -> None:
+    def __init__(self, limit: int | None, *, unified_group: Path | None = None,
+                 kind: str = "sandboxes") -> None:
         """``unified_group``: the sandbox's cgroup v2 group if it has one already (its pids limit):
         in v2 a process is in one group, so the memory limit goes there too."""
-        self.limit, self.path, self.version, self.shared = limit, None, None, False
+        self.limit = limit
         found = memory_cgroup_root() if os.geteuid() == 0 and limit else None
         if found is not None and limit is not None:  # found: limit is set
-            root, self.version = found
-            self.shared = self.version == "v2" and unified_group is not None \
-                and unified_group.parent == root
-            path = unified_group if self.shared and unified_group is not None else \
-                root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
-            knob = "memory.max" if self.version == "v2" else "memory.limit_in_bytes"
+            knob = "memory.max" if found[1] == "v2" else "memory.limit_in_bytes"
             try:
-                if self.version == "v2":
-                    _enable_controller(root, "memory")
-                path.mkdir(exist_ok=True)
-                (path / knob).write_text(str(int(limit)))
-                if self.version == "v2" and (path / "memory.swap.max").exists():
-                    (path / "memory.swap.max").write_text("0")
-                self.path = path
+                self._make(found, kind=kind, controller="memory", unified_group=unified_group,
+                           knobs={knob: str(int(limit)), "memory.swap.max": "0"})
             except OSError:
                 self.path = None
 
-    def enter(self) -> None:
-        if self.path is not None and not self.shared:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
     def used_bytes(self) -> int | None:
-        """What the sandbox uses now, as the kernel counts it."""
+        """What the group uses now, as the kernel counts it."""
         knob = "memory.current" if self.version == "v2" else "memory.usage_in_bytes"
         try:
             return int((self.path / knob).read_text()) if self.path is not None else None
         except OSError:
             return None
 
-    def remove(self) -> None:
-        if self.shared:  # the pids limit's group: removed with it
-            self.path = None
-        self.path = _remove_cgroup(self.path)
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in the group for passing its limit."""
+        knob = "memory.events" if self.version == "v2" else "memory.oom_control"
+        try:
+            lines = (self.path / knob).read_text().splitlines() if self.path is not None else []
+        except OSError:
+            return 0
+        return sum(int(line.split()[1]) for line in lines if line.startswith("oom_kill "))
 
     @staticmethod
     def describe() -> str:
         found = memory_cgroup_root() if os.geteuid() == 0 else None
         if found is None:
-            return ("none (not root, or no writable memory cgroup): the RSS watchdog and the "
-                    "size-capped tmpfs are the limits")
+            return ("none (not root, or no writable memory cgroup): the RSS watchdog, the "
+                    "size-capped tmpfs and the checker's decode budget are the limits")
         return (f"a memory cgroup per sandbox (cgroup {found[1]}), counting heap, tmpfs and shared "
-                "memory, at --memory-limit plus the template's footprint and its tmpfs")
-
-
-CPU_WEIGHT = 100  # cgroup v2 cpu.weight of every sandbox (v1: cpu.shares 1024): equal shares
+                "memory, at --memory-limit plus the template's footprint and its tmpfs; one per "
+                "checker at --memory-limit plus its own footprint and tmpfs")
 
 
 def cpu_cgroup_root() -> tuple[Path, str] | None:
@@ -345,65 +397,79 @@ def _say_no_cpu_share(why: str) -> None:
 
         logging.getLogger("autograder").warning(
             "no cpu cgroup per sandbox (%s): a notebook's processes in many sessions get more of "
-            "the CPU than an honest notebook's (autogroups weigh sessions)", why)
+            "the CPU than an honest notebook's, the grader's share is not protected, and a timeout "
+            "on a starved machine scores 0 like any other", why)
 
 
-class CpuShare:
-    """A cpu cgroup holding one sandbox, with the same weight as every other sandbox's: the kernel
-    shares the CPU between sandboxes first, then between a sandbox's processes, so processes a
-    notebook spreads over many sessions (``setsid``: autogroups weigh sessions, but only outside a
-    cgroup of their own) or threads buy it no more than one busy loop. ``cores``: optionally at most
-    that many CPUs' time (``cpu.max``). Where no cpu controller can be used (not root, no delegation)
-    none is made and the log says so once."""
+class CpuShare(_Group):
+    """A cpu cgroup holding one sandbox, with the same weight as every other sandbox's, all of them
+    in one parent group that weighs as one ordinary process (``SANDBOXES_WEIGHT``): the kernel
+    shares the CPU between the grader's side and the sandboxes first, then between sandboxes, then
+    between a sandbox's processes, so processes a notebook spreads over many sessions (``setsid``:
+    autogroups weigh sessions, but only outside a cgroup of their own) or threads buy it no more
+    than one busy loop. ``cores``: optionally at most that many CPUs' time (``cpu.max``). ``usage``
+    says how much CPU the sandbox got and how long it waited for one. Where no cpu controller can
+    be used (not root, no delegation) none is made and the log says so once."""
 
     def __init__(self, *, unified_group: Path | None = None, cores: float | None = None) -> None:
-        self.path, self.version, self.shared = None, None, False
+        self._live: dict[str, tuple[int, int]] = {}  # thread id -> (ns run, ns waited) last seen
+        self._gone = (0, 0)  # what threads that have ended had run and waited
         found = cpu_cgroup_root() if os.geteuid() == 0 else None
         if found is None:
             _say_no_cpu_share("not root" if os.geteuid() != 0 else "no writable cpu controller")
             return
-        root, self.version = found
-        self.shared = self.version == "v2" and unified_group is not None \
-            and unified_group.parent == root
-        path = unified_group if self.shared and unified_group is not None else \
-            root / f"autograder-sandbox-{os.getpid()}-{id(self)}"
+        period = 100_000
+        if found[1] == "v2":
+            knobs = {"cpu.weight": str(CPU_WEIGHT)}
+            if cores:
+                knobs["cpu.max"] = f"{int(cores * period)} {period}"
+        else:
+            knobs = {"cpu.shares": str(CPU_WEIGHT * 1024 // 100)}
+            if cores:
+                knobs.update({"cpu.cfs_period_us": str(period),
+                              "cpu.cfs_quota_us": str(int(cores * period))})
         try:
-            if self.version == "v2":
-                _enable_controller(root, "cpu")
-            path.mkdir(exist_ok=True)
-            period = 100_000
-            if self.version == "v2":
-                (path / "cpu.weight").write_text(str(CPU_WEIGHT))
-                if cores:
-                    (path / "cpu.max").write_text(f"{int(cores * period)} {period}")
-            else:
-                (path / "cpu.shares").write_text(str(CPU_WEIGHT * 1024 // 100))
-                if cores:
-                    (path / "cpu.cfs_period_us").write_text(str(period))
-                    (path / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
-            self.path = path
+            self._make(found, kind="sandboxes", controller="cpu", unified_group=unified_group,
+                       knobs=knobs)
         except OSError as error:
-            _say_no_cpu_share(f"cgroup {self.version}: {error}")
-            if not self.shared:
-                _remove_cgroup(path, timeout_s=0)
+            _say_no_cpu_share(f"cgroup {found[1]}: {error}")
             self.path = None
 
-    def enter(self) -> None:
-        if self.path is not None and not self.shared:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def remove(self) -> None:
-        if self.shared:  # the pids limit's group: removed with it
-            self.path = None
-        self.path = _remove_cgroup(self.path)
+    def usage(self) -> tuple[float, float] | None:
+        """Seconds the sandbox's threads have run, and waited runnable for a CPU (other load, or a
+        quota), so far, as the scheduler counts them (``/proc/TID/schedstat``; a thread that ended
+        counts what it had when last seen: call this often). None: no group."""
+        if self.path is None:
+            return None
+        try:
+            threads = set((self.path / ("tasks" if self.version == "v1" else "cgroup.threads"))
+                          .read_text().split())
+        except OSError:
+            return None
+        for tid in [t for t in self._live if t not in threads]:
+            run, wait = self._live.pop(tid)
+            self._gone = (self._gone[0] + run, self._gone[1] + wait)
+        for tid in threads:
+            try:
+                run, wait = (int(x) for x in Path(f"/proc/{tid}/schedstat").read_text().split()[:2])
+            except (OSError, ValueError):
+                continue
+            self._live[tid] = (run, wait)
+        run = self._gone[0] + sum(r for r, _ in self._live.values())
+        wait = self._gone[1] + sum(w for _, w in self._live.values())
+        return run / 1e9, wait / 1e9
 
     @staticmethod
     def describe() -> str:
         found = cpu_cgroup_root() if os.geteuid() == 0 else None
         if found is None:
-            return ("none (not root, or no writable cpu controller): a notebook's processes in "
-                    "many sessions outweigh an honest notebook's")
-        return f"a cpu cgroup per sandbox (cgroup {found[1]}), every sandbox the same weight"
+            return ("NONE (not root, or no writable cpu controller): a notebook's processes in "
+                    "many sessions outweigh an honest notebook's, the grader's CPU share is not "
+                    "protected, and a timeout on a starved machine scores 0 like any other")
+        return (f"a cpu cgroup per sandbox (cgroup {found[1]}), every sandbox the same weight, all "
+                "of them together one ordinary process's against the grader and its checkers; a "
+                "cell that times out while its sandbox waited for a CPU is a grader fault "
+                "(retried once, then needs review), never a score")
 
 
 def _remove_cgroup(path: Path | None, timeout_s: float = 5) -> Path | None:

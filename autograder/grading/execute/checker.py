@@ -56,9 +56,14 @@ class Event(StrEnum):
 
 
 def run_notebook(program: NotebookProgram, limits: ExecutionLimits, workdir: str, scratch: str,
-                 conn: Connection, data: socket.socket, kill: socket.socket) -> None:
+                 conn: Connection, data: socket.socket, kill: socket.socket,
+                 memory_group: str | None = None) -> None:
     """Checker entry point: execute ``program.cells`` in order in ``workdir``, streaming ``Event`` s to
-    ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it)."""
+    ``conn``. ``scratch``: the checker's temporary folder (the parent made it and removes it);
+    ``memory_group``: the checker's memory cgroup, joined first, while it may still write there."""
+    if memory_group is not None:
+        with open(os.path.join(memory_group, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
     _apply_limits(program, limits, workdir)
     if limits.confined:
         try:

@@ -9,8 +9,12 @@ milliseconds instead of the seconds a fresh kernel plus ``import torch`` costs.
 ``RunningNotebook`` watches one child: it drains the child's per-cell messages, and kills the child when
 a cell runs past its time limit plus the grace of ``sandbox/deadlines.py`` (where every limit is
 derived and how they nest is written down) or when the child's
-resident memory passes the limit. When the child is gone it reports what happened as data: the
-finished cells' outputs, the cell that was running, and a reason if the run did not complete.
+resident memory passes the limit. As root it also puts the child in a memory cgroup of its own
+(``limits.checker_memory_bytes``): what the child holds or writes to its private tmpfs for the student's
+values is bounded by the kernel, and past it the notebook fails with a clear message (the batch goes
+on). When the child is gone it reports what happened as data: the finished cells' outputs, the cell
+that was running, a reason if the run did not complete, and whether a cell that timed out was starved
+of CPU by the machine (``starved``: a grader fault, never a score).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from autograder.grading.execute.checker import Event, run_notebook
 from autograder.grading.execute.limits import ExecutionLimits, ForkserverProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
 from autograder.grading.model import NotebookOutcome, NotebookProgram
-from autograder.sandbox.deadlines import Deadlines
+from autograder.sandbox.deadlines import Deadlines, starved_timeout
+from autograder.sandbox.host import MemoryLimit
 from autograder.sandbox.inside.protocol import Failure
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
@@ -136,6 +141,11 @@ class RunningNotebook:
     files: dict[str, bytes] = field(default_factory=dict)  # what the notebook wrote next to itself
     kept: KeptFilesBudget = field(default_factory=KeptFilesBudget)
     failed_ename: str = Failure.KERNEL_DIED
+    # the sandbox's CPU so far, seconds (run, waited for a CPU): ``host.CpuShare.usage``; None: unknown
+    cpu_usage: Callable[[], tuple[float, float] | None] | None = None
+    cpu_at_start: tuple[float, float] | None = None  # cpu_usage() when the running cell started
+    starved: str | None = None  # a cell timed out while the machine starved it of CPU: why
+    memory: MemoryLimit | None = None  # the checker's memory cgroup
 
     def start(self) -> None:
         ctx = _context()
@@ -145,9 +155,11 @@ class RunningNotebook:
         data, kill = self.sockets
         # the checker's temporary folder is this process's: removed in close(), whatever the checker did
         self.scratch = tempfile.mkdtemp(prefix="autograder-checker-")
+        self.memory = MemoryLimit(self.limits.checker_memory_bytes, kind="checkers")
+        group = None if self.memory.path is None else str(self.memory.path)
         self.process = ctx.Process(target=run_notebook,
                                    args=(self.program, self.limits, self.workdir, self.scratch,
-                                         child_end, data, kill), daemon=True)
+                                         child_end, data, kill, group), daemon=True)
         self.started = time.monotonic()
         _start(self.process)
         child_end.close()
@@ -183,7 +195,7 @@ class RunningNotebook:
         return self.done or self.exited
 
     def _drain(self) -> None:
-        while not self.done:
+        while not self.done and not self.exited:
             try:
                 if not self._pipe().poll():
                     return
@@ -193,6 +205,7 @@ class RunningNotebook:
             kind = message[0]
             if kind == Event.START:
                 self.running_cell, self.cell_started = message[1], time.monotonic()
+                self.cpu_at_start = self.cpu_usage() if self.cpu_usage is not None else None
             elif kind == Event.CELL:
                 _, index, outputs, count, completed = message
                 self.outputs[index] = (outputs, count)
@@ -201,9 +214,13 @@ class RunningNotebook:
                 if self.running_cell == index:
                     self.cell_seconds[index] = time.monotonic() - self.cell_started
                 self.running_cell = None
+                if any(o.get("ename") == Failure.CELL_TIMEOUT for o in outputs):
+                    self._judge_timeout(index)
             elif kind == Event.DIED:  # the student's process is gone; the checker stops here
                 _, index, ename, reason = message
                 self.running_cell, self.failed_ename, self.reason = index, ename, reason
+                if ename == Failure.CELL_TIMEOUT and index is not None:
+                    self._judge_timeout(index)
             elif kind == Event.FILE:  # counted again here: the checker talks to the sandbox
                 if self.kept.admit(str(message[1]), len(message[2])):
                     self.files[message[1]] = message[2]
@@ -224,7 +241,18 @@ class RunningNotebook:
             self.exited = True
             if not self.done and self.reason is None:
                 self.reason = _death_reason(process.exitcode, self.running_cell)
+                if self.memory is not None and self.memory.oom_kills():
+                    limit = (self.limits.checker_memory_bytes or 0) / 2**30
+                    where = f"cell {self.running_cell}" if self.running_cell is not None \
+                        else "between cells"
+                    self.failed_ename = Failure.MEMORY
+                    self.reason = (f"the checker passed its memory limit of {limit:.2f} GiB "
+                                   f"(twice --memory-limit, plus its own footprint) in {where}, "
+                                   "holding or writing what the notebook's values asked for; the "
+                                   "grading process was killed")
             return
+        if self.running_cell is not None and self.cpu_usage is not None:
+            self.cpu_usage()  # a thread that ends before the cell does still counts
         self._enforce_limits()
 
     def _enforce_limits(self) -> None:
@@ -238,9 +266,11 @@ class RunningNotebook:
         timeout, kill_after = limits.cell_s, limits.parent_kill_s
         if timeout and kill_after and self.running_cell is not None:
             if time.monotonic() - self.cell_started > kill_after:
-                self._kill(Failure.CELL_TIMEOUT,
-                           f"cell ran past the {timeout:g} s time limit and did not stop when "
-                           f"interrupted; the grading process was killed")
+                self._judge_timeout(self.running_cell)
+                if not self.exited:
+                    self._kill(Failure.CELL_TIMEOUT,
+                               f"cell ran past the {timeout:g} s time limit and did not stop when "
+                               f"interrupted; the grading process was killed")
                 return
         limit = self.limits.checker_rss_bytes
         if limit is not None:
@@ -249,6 +279,18 @@ class RunningNotebook:
                 self._kill(Failure.MEMORY,
                            f"memory use {rss / 2**30:.2f} GiB passed the limit of "
                            f"{limit / 2**30:.2f} GiB; the grading process was killed")
+
+    def _judge_timeout(self, index: int) -> None:
+        """Cell ``index`` timed out: was it the machine's fault (``deadlines.starved_timeout``)?
+        Then the rest of the run is worth nothing (it runs again): the checker is stopped now."""
+        now = self.cpu_usage() if self.cpu_usage is not None else None
+        if self.starved is None and now is not None and self.cpu_at_start is not None:
+            self.starved = starved_timeout(index, time.monotonic() - self.cell_started,
+                                           now[0] - self.cpu_at_start[0],
+                                           now[1] - self.cpu_at_start[1])
+            if self.starved is not None:
+                self.running_cell = index
+                self._kill(Failure.GRADER, self.starved)
 
     def _kill(self, ename: str, reason: str) -> None:
         self.failed_ename, self.reason = ename, reason
@@ -264,7 +306,8 @@ class RunningNotebook:
         return NotebookOutcome(outputs=dict(self.outputs), reason=self.reason,
                                running_cell=self.running_cell, failed_ename=self.failed_ename,
                                seconds=seconds, files=dict(self.files),
-                               cell_seconds=dict(self.cell_seconds), completed=set(self.completed))
+                               cell_seconds=dict(self.cell_seconds), completed=set(self.completed),
+                               starved=self.starved)
 
     def close(self) -> None:
         if self.sockets is not None and self.process is None:
@@ -277,6 +320,8 @@ class RunningNotebook:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+        if self.memory is not None:
+            self.memory.remove()
 
 
 def _death_reason(exitcode: int, running_cell: int | None) -> str:

@@ -8,7 +8,10 @@ a Slurm node) it becomes, under names that say what each applies to:
   reserves address space it never touches), baseline + limit + slack;
 - ``student_rss_bytes``: the sandbox template's watchdog on the student's resident memory;
 - ``checker_rss_bytes``: the parent's watchdog on the checker, a backstop above the limit so the
-  student's own MemoryError (a graceful 0 for that cell) comes first.
+  student's own MemoryError (a graceful 0 for that cell) comes first;
+- ``checker_memory_bytes``: the checker's memory cgroup (``host.MemoryLimit``, as root), counting
+  what its resident memory does not show (its private tmpfs ``/tmp``): twice the limit (what the
+  decode budget lets it decode and write for the student's values) plus ``CHECKER_ALLOWANCE``.
 
 ``launch_message`` puts them into the sandbox's ``protocol.NotebookLaunch``; nothing renames them on the way.
 """
@@ -51,11 +54,13 @@ class ExecutionLimits:
     student_rss_bytes: int | None
     checker_rss_bytes: int | None
     threads: int  # torch threads of the checker and of the student's process
+    checker_memory_bytes: int | None = None  # the checker's memory cgroup (None: none)
     confined: bool = True  # the checker gets its own view of the machine (``confine.py``)
     hidden: tuple[str, ...] = ()  # folders the checker must not see (the course, the gradebook's)
 
 
 TEMPLATE_ALLOWANCE = 2 * 2**30  # the template and a fresh child's footprint, with room to spare
+CHECKER_ALLOWANCE = 2**30  # the checker's own: its shell, the reference computations, companion files
 
 
 def sandbox_memory_bytes(memory_limit_gb: float | None) -> int | None:
@@ -81,7 +86,9 @@ def execution_limits(probe: ForkserverProbe, *, memory_limit_gb: float | None, d
     return ExecutionLimits(memory_limit_gb=memory_limit_gb,
                            student_address_space_bytes=address_space,
                            student_rss_bytes=(rss + limit) if limit else None,
-                           checker_rss_bytes=checker_rss, threads=max(1, cpus // max(1, workers)),
+                           checker_rss_bytes=checker_rss,
+                           checker_memory_bytes=(2 * limit + CHECKER_ALLOWANCE) if limit else None,
+                           threads=max(1, cpus // max(1, workers)),
                            confined=confined, hidden=tuple(hidden))
 
 

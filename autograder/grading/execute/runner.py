@@ -16,7 +16,7 @@ rule. The caller owns the queue and decides what a finished notebook means::
                 runner.start(free.pop(), tag, program=program, workdir=workdir, files=files)
             runner.wait(0.2)                       # a message, an exit, or a sandbox report
             for tag, outcome in runner.finished():
-                ...                                # a NotebookOutcome
+                ...                                # a NotebookOutcome (``starved``: run it again)
 
 This module imports neither nbformat nor nbgrader: an array task pays only for what executes.
 """
@@ -92,7 +92,8 @@ class NotebookRunner:
         """Hand one notebook to ``box`` and fork its checker in ``workdir``. ``files()``: the
         companion files the student's process gets. A sandbox that cannot take the program makes a run
         that is already finished, with the reason (it ran no cell: nothing is recorded from it)."""
-        run = forkserver.RunningNotebook(key=tag, program=program, limits=self.limits, workdir=workdir)
+        run = forkserver.RunningNotebook(key=tag, program=program, limits=self.limits, workdir=workdir,
+                                         cpu_usage=None if box.cpu is None else box.cpu.usage)
         self.running.append(_Slot(tag, run, box, log_from=box.log_size()))
         try:
             run.sockets = box.start_notebook(launch_message(program, self.limits), files())
