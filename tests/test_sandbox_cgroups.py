@@ -19,7 +19,7 @@ import pytest
 from autograder.grading.execute.forkserver import RunningNotebook, wait_any
 from autograder.grading.execute.limits import ExecutionLimits, launch_message
 from autograder.grading.model import STUDENT, NotebookProgram
-from autograder.sandbox.host import SandboxProcess
+from autograder.sandbox.host import SandboxProcess, cpu_cgroup_root
 
 LIMIT = 1536 * 2**20  # the watchdog's limit: a fresh child's footprint (a few hundred MB) + 1 GiB
 
@@ -294,3 +294,18 @@ def test_grading_stops_only_when_no_sandbox_of_the_pool_can_start(tmp_path, monk
     with pytest.raises(GradingError, match="no sandbox of the pool of 2 could start.*did not start"):
         grade(course_root=root, workers=2, timeout=30, device="cpu", allow_cpu=True, progress=False)
     assert len(starts) == 2 * START_TRIES, starts
+
+
+def test_doctor_says_whether_seccomp_and_the_per_sandbox_cgroups_are_in_force(tmp_path):
+    from autograder.tools.doctor import Diagnosis, _check_sandbox
+
+    result = Diagnosis()
+    assert _check_sandbox(result, course_root=tmp_path)
+    found = dict(result.lines)
+    assert found["sandbox seccomp"].startswith("in force (a filter refusing"), found
+    if os.geteuid() == 0 and cpu_cgroup_root() is not None:
+        assert found["sandbox cpu"].startswith("a cpu cgroup per sandbox"), found
+        assert "grader fault" in found["sandbox cpu"]
+    else:
+        assert found["sandbox cpu"].startswith("NONE"), found
+    assert "memory" in found["sandbox memory"]

@@ -15,9 +15,11 @@ file). The policy is one function,
   keyring first of all (``seccomp.py``, the one reviewed list), and, as a second line, a fresh empty
   session keyring for the sandbox's process (``join_fresh_session_keyring``): nothing of the
   grading session's keyring is reachable from it;
-- cgroups per sandbox, as root: ``pids`` (``ProcessLimit``), ``memory`` (``MemoryLimit``) and ``cpu``
-  (``CpuShare``: every sandbox the same weight, so a notebook's processes in many sessions buy no
-  more CPU than one busy loop);
+- cgroups per sandbox, as root, all under one parent group of this process per hierarchy
+  (``autograder-sandboxes-PID``): ``pids`` (``ProcessLimit``), ``memory`` (``MemoryLimit``; the
+  checkers get one each too, under ``autograder-checkers-PID``) and ``cpu`` (``CpuShare``: every
+  sandbox the same weight, so a notebook's processes in many sessions buy no more CPU than one busy
+  loop, and all sandboxes together one ordinary process's weight against the grader's side);
 - on a GPU runner, the NVIDIA device nodes (and ``/sys`` read-only, which the driver reads).
 
 ``--no-sandbox`` runs the same template without bubblewrap (a loudly printed opt-out for debugging).
@@ -369,7 +371,7 @@ class MemoryLimit(_Group):
                     "size-capped tmpfs and the checker's decode budget are the limits")
         return (f"a memory cgroup per sandbox (cgroup {found[1]}), counting heap, tmpfs and shared "
                 "memory, at --memory-limit plus the template's footprint and its tmpfs; one per "
-                "checker at --memory-limit plus its own footprint and tmpfs")
+                "checker, its private tmpfs counted, at twice --memory-limit plus 1 GiB")
 
 
 def cpu_cgroup_root() -> tuple[Path, str] | None:
@@ -469,7 +471,7 @@ class CpuShare(_Group):
         return (f"a cpu cgroup per sandbox (cgroup {found[1]}), every sandbox the same weight, all "
                 "of them together one ordinary process's against the grader and its checkers; a "
                 "cell that times out while its sandbox waited for a CPU is a grader fault "
-                "(retried once, then needs review), never a score")
+                "(run again once, then failed for review), never a score")
 
 
 def _remove_cgroup(path: Path | None, timeout_s: float = 5) -> Path | None:

@@ -88,7 +88,9 @@ def diagnose(*, course_root: Path = Path("."), db_url: str | None = None,
 _SANDBOX_PROBE = """
 import os, socket
 _probe = {"uid": os.getuid(), "processes": sum(p.isdigit() for p in os.listdir("/proc")),
-          "course_entries": sorted(os.listdir(COURSE)) if os.path.isdir(COURSE) else []}
+          "course_entries": sorted(os.listdir(COURSE)) if os.path.isdir(COURSE) else [],
+          "seccomp": [line.split(":", 1)[1].strip() for line in open("/proc/self/status")
+                      if line.startswith("Seccomp:")]}
 try:
     socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
     _probe["network"] = "open"
@@ -104,9 +106,10 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
 
     from autograder.errors import GradingError
     from autograder.grading import CHECKER_UID
-    from autograder.sandbox import channel
+    from autograder.sandbox import channel, seccomp
     from autograder.sandbox.host import (
         SANDBOX_UID,
+        CpuShare,
         MemoryLimit,
         ProcessLimit,
         SandboxProcess,
@@ -123,6 +126,7 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     started = time.perf_counter()
     try:
         box.start()
+        cpu_group = box.cpu is not None and box.cpu.path is not None
         box.wait_ready()
         ready = time.perf_counter() - started
         data, kill = box.start_notebook({"id": 0, "env": {}, "threads": 1, "student_rss_bytes": None,
@@ -159,13 +163,20 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
                if isolated else
                "NOT ISOLATED from their template (nested namespaces refused by this kernel)")
     result.add("sandbox memory", MemoryLimit.describe())
+    result.add("sandbox cpu", CpuShare.describe() if cpu_group else
+               "NONE in force here: " + CpuShare.describe().removeprefix("NONE "))
+    filtered = probe.get("seccomp") == ["2"]  # /proc/self/status: 2 is a filter in force
+    result.add("sandbox seccomp", f"in force (a filter refusing {len(seccomp.denied_numbers(seccomp.machine()))} syscalls "
+               "and every other ABI's: keyring, perf, io_uring, bpf, modules, ...)" if filtered
+               else f"NOT IN FORCE (Seccomp: {probe.get('seccomp')}): the kernel keyring and the "
+               "other interfaces of seccomp.py are reachable from a notebook")
     checker = _check_checker(course_root)
     result.add("checker", checker)
     root = os.geteuid() == 0
     result.add("uids", f"grader {os.geteuid()}; checker {CHECKER_UID if root else os.geteuid()}; "
                f"sandbox {probe['uid']} inside its user namespace, "
                f"{SANDBOX_UID if root else os.geteuid()} outside it, without capabilities")
-    return ok and not checker.startswith("NOT")
+    return ok and filtered and not checker.startswith("NOT")
 
 
 def _check_checker(course_root: Path) -> str:
