@@ -222,7 +222,14 @@ def _parent(root: Path, kind: str, version: str, controller: str) -> Path:
 
 
 def _remove_parents() -> None:
+    """At exit: the parent groups, and what a sandbox or checker never closed left in them."""
     for path in reversed(_PARENTS):
+        try:
+            left = [child for child in path.iterdir() if child.is_dir()]
+        except OSError:
+            left = []
+        for child in left:
+            _remove_cgroup(child, timeout_s=1)
         _remove_cgroup(path, timeout_s=0)
 
 
