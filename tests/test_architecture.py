@@ -140,3 +140,36 @@ def test_failure_names_are_spelled_once():
         text = path.read_text(encoding="utf-8")
         spelled += [f"{path.relative_to(ROOT)}: {f.value}" for f in Failure if f'"{f.value}"' in text]
     assert spelled == []
+
+
+SIZE_CAPPED = ("grading", "sandbox", "service", "cli")  # the packages whose files stay readable whole
+MAX_LINES = 500
+FLAT_MODULES_MAX = 8  # modules flat in autograder/, beside its groups
+
+
+def oversized(package_root: Path) -> list[str]:
+    """Files of the size-capped packages (and their subpackages) over ``MAX_LINES`` lines, and the
+    flat modules of the package past ``FLAT_MODULES_MAX``: what the re-cut (issue 42) split."""
+    found = [f"{path.relative_to(package_root.parent)}: {n} lines"
+             for group in SIZE_CAPPED for path in sorted((package_root / group).rglob("*.py"))
+             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    flat = sorted(p.name for p in package_root.glob("*.py") if p.name != "__init__.py")
+    if len(flat) > FLAT_MODULES_MAX:
+        found.append(f"{len(flat)} flat modules in {package_root.name}/: {', '.join(flat)}")
+    return found
+
+
+def test_no_file_of_the_engine_the_sandbox_the_service_or_the_cli_is_over_500_lines():
+    assert oversized(ROOT / "autograder") == []
+
+
+def test_an_oversized_file_and_too_many_flat_modules_are_found(tmp_path):
+    package = tmp_path / "autograder"
+    (package / "sandbox").mkdir(parents=True)
+    (package / "sandbox" / "host.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (package / "sandbox" / "seccomp.py").write_text("x = 1\n" * MAX_LINES)
+    for i in range(FLAT_MODULES_MAX + 1):
+        (package / f"m{i}.py").write_text("")
+    flat = ", ".join(sorted(f"m{i}.py" for i in range(FLAT_MODULES_MAX + 1)))
+    assert oversized(package) == [f"autograder/sandbox/host.py: {MAX_LINES + 1} lines",
+                                  f"{FLAT_MODULES_MAX + 1} flat modules in autograder/: {flat}"]

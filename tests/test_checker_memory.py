@@ -21,7 +21,8 @@ from autograder.grading.execute.limits import (
     launch_message,
 )
 from autograder.grading.model import GRADE, STUDENT, NotebookProgram
-from autograder.sandbox.host import MemoryLimit, SandboxProcess, memory_cgroup_root
+from autograder.sandbox.cgroups import MemoryLimit, memory_cgroup_root
+from autograder.sandbox.host import SandboxProcess
 
 LIMIT_GB = 0.25  # --memory-limit: the checker's cgroup is 2 x 0.25 GiB + CHECKER_ALLOWANCE = 1.5 GiB
 CHECKER_BYTES = int(2 * LIMIT_GB * 2**30) + CHECKER_ALLOWANCE

@@ -19,7 +19,8 @@ import pytest
 from autograder.grading.execute.forkserver import RunningNotebook, wait_any
 from autograder.grading.execute.limits import ExecutionLimits, launch_message
 from autograder.grading.model import STUDENT, NotebookProgram
-from autograder.sandbox.host import SandboxProcess, cpu_cgroup_root
+from autograder.sandbox.cgroups import cpu_cgroup_root
+from autograder.sandbox.host import SandboxProcess
 
 HONEST = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.5:\n    pass\n"
 SLEEPY = "import time\ntime.sleep(60)\n"

@@ -387,7 +387,7 @@ def test_the_memory_cgroup_counts_tmpfs_and_stops_the_sandbox_at_its_limit():
     """Pages written to a tmpfs are no process's resident memory, so the RSS watchdog cannot see
     them; the sandbox's memory cgroup does: the notebook is stopped, the sandbox never holds more than
     its limit, and the next notebook gets a working sandbox again."""
-    from autograder.sandbox.host import MemoryLimit, memory_cgroup_root
+    from autograder.sandbox.cgroups import MemoryLimit, memory_cgroup_root
 
     if os.geteuid() != 0 or memory_cgroup_root() is None:
         pytest.skip("needs root and a writable memory cgroup (cgroup v1 or v2)")

@@ -242,9 +242,9 @@ def test_processes_are_limited_and_do_not_outlive_the_notebook(box):
 def test_without_a_pids_cgroup_the_template_stops_a_fork_bomb(monkeypatch):
     """Where no pids cgroup can be made and no RLIMIT_NPROC binds (root is exempt from it), the
     template counts the sandbox's tasks and stops the notebook past its limit."""
-    from autograder.sandbox import host as policy
+    from autograder.sandbox import cgroups
 
-    monkeypatch.setattr(policy, "pids_cgroup_root", lambda: None)
+    monkeypatch.setattr(cgroups, "pids_cgroup_root", lambda: None)
     lonely = SandboxProcess()
     lonely.start()
     try:

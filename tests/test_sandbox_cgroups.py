@@ -3,7 +3,7 @@
 - The template's memory watchdog counts each page once (proportional set sizes), not the summed RSS
   of the sandbox's processes: a pool of forks sharing a buffer copy-on-write is not a hog; a pool of
   forks that really allocates still is.
-- Each sandbox is in a cgroup with a CPU weight (``host.CpuShare``): processes in many sessions buy
+- Each sandbox is in a cgroup with a CPU weight (``cgroups.CpuShare``): processes in many sessions buy
   no more CPU than one; all sandboxes together weigh as one ordinary process against the grader's side.
 - A sandbox that does not start in time is restarted, and the batch goes on without it.
 """
@@ -19,7 +19,8 @@ import pytest
 from autograder.grading.execute.forkserver import RunningNotebook, wait_any
 from autograder.grading.execute.limits import ExecutionLimits, launch_message
 from autograder.grading.model import STUDENT, NotebookProgram
-from autograder.sandbox.host import SandboxProcess, cpu_cgroup_root
+from autograder.sandbox.cgroups import cpu_cgroup_root
+from autograder.sandbox.host import SandboxProcess
 
 LIMIT = 1536 * 2**20  # the watchdog's limit: a fresh child's footprint (a few hundred MB) + 1 GiB
 
@@ -130,7 +131,7 @@ def _cpu_group(pid: int) -> str | None:
 
 
 def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weight(sandbox):
-    from autograder.sandbox.host import CPU_WEIGHT, SANDBOXES_WEIGHT, cpu_cgroup_root
+    from autograder.sandbox.cgroups import CPU_WEIGHT, SANDBOXES_WEIGHT, cpu_cgroup_root
 
     if os.geteuid() != 0 or cpu_cgroup_root() is None:
         pytest.skip("no writable cgroup cpu controller here (not root, or no delegation): the "
@@ -190,7 +191,7 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
     Each sandbox gets the same weight, so the honest one gets about half of the CPU the two use
     (without a cgroup per sandbox: about 1/21, each session an autogroup). The share is measured
     between the two, so other load on the machine slows both alike."""
-    from autograder.sandbox.host import cpu_cgroup_root
+    from autograder.sandbox.cgroups import cpu_cgroup_root
 
     if os.geteuid() != 0 or cpu_cgroup_root() is None or (os.cpu_count() or 1) > 8:
         pytest.skip("no writable cgroup cpu controller here, or too many cores to crowd")

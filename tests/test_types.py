@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 STRICT_MODULES = ["autograder.grading", "autograder.grading.*", "autograder.sandbox.host",
-                  "autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.service",
+                  "autograder.sandbox.cgroups", "autograder.sandbox.channel", "autograder.sandbox.handles", "autograder.service",
                   "autograder.service.*", "autograder.lms", "autograder.lms.*", "autograder.cli",
                   "autograder.cli.*"]
 

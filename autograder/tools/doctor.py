@@ -107,14 +107,8 @@ def _check_sandbox(result: Diagnosis, *, course_root: Path) -> bool:
     from autograder.errors import GradingError
     from autograder.grading import CHECKER_UID
     from autograder.sandbox import channel, seccomp
-    from autograder.sandbox.host import (
-        SANDBOX_UID,
-        CpuShare,
-        MemoryLimit,
-        ProcessLimit,
-        SandboxProcess,
-        python_dirs,
-    )
+    from autograder.sandbox.cgroups import CpuShare, MemoryLimit, ProcessLimit
+    from autograder.sandbox.host import SANDBOX_UID, SandboxProcess, python_dirs
 
     bwrap = shutil.which("bwrap")
     if bwrap is None:

@@ -37,8 +37,8 @@ from autograder.grading.execute.checker import Event, run_notebook
 from autograder.grading.execute.limits import ExecutionLimits, ForkserverProbe
 from autograder.grading.execute.outputs import KeptFilesBudget
 from autograder.grading.model import NotebookOutcome, NotebookProgram
+from autograder.sandbox.cgroups import MemoryLimit
 from autograder.sandbox.deadlines import Deadlines, starved_timeout
-from autograder.sandbox.host import MemoryLimit
 from autograder.sandbox.inside.protocol import Failure
 
 PRELOAD = ["autograder.grading.execute.warm", "autograder.grading.execute.checker"]
@@ -141,7 +141,7 @@ class RunningNotebook:
     files: dict[str, bytes] = field(default_factory=dict)  # what the notebook wrote next to itself
     kept: KeptFilesBudget = field(default_factory=KeptFilesBudget)
     failed_ename: str = Failure.KERNEL_DIED
-    # the sandbox's CPU so far, seconds (run, waited for a CPU): ``host.CpuShare.usage``; None: unknown
+    # the sandbox's CPU so far, seconds (run, waited for a CPU): ``cgroups.CpuShare.usage``; None: unknown
     cpu_usage: Callable[[], tuple[float, float] | None] | None = None
     cpu_at_start: tuple[float, float] | None = None  # cpu_usage() when the running cell started
     starved: str | None = None  # a cell timed out while the machine starved it of CPU: why

@@ -9,7 +9,7 @@ a Slurm node) it becomes, under names that say what each applies to:
 - ``student_rss_bytes``: the sandbox template's watchdog on the student's resident memory;
 - ``checker_rss_bytes``: the parent's watchdog on the checker, a backstop above the limit so the
   student's own MemoryError (a graceful 0 for that cell) comes first;
-- ``checker_memory_bytes``: the checker's memory cgroup (``host.MemoryLimit``, as root), counting
+- ``checker_memory_bytes``: the checker's memory cgroup (``cgroups.MemoryLimit``, as root), counting
   what its resident memory does not show (its private tmpfs ``/tmp``): twice the limit (what the
   decode budget lets it decode and write for the student's values) plus ``CHECKER_ALLOWANCE``.
 
@@ -64,7 +64,7 @@ CHECKER_ALLOWANCE = 2**30  # the checker's own: its shell, the reference computa
 
 
 def sandbox_memory_bytes(memory_limit_gb: float | None) -> int | None:
-    """The memory cgroup of one sandbox (``host.MemoryLimit``): the notebook's limit, plus the
+    """The memory cgroup of one sandbox (``cgroups.MemoryLimit``): the notebook's limit, plus the
     template and the notebook's tmpfs (whose pages the RSS watchdog does not see); None: no limit."""
     if not memory_limit_gb:
         return None
