@@ -137,3 +137,53 @@ def test_a_starved_notebook_is_run_again_then_failed_as_a_grader_fault_never_sco
     assert "starved of CPU twice" in result.reasons[0], result.reasons
     assert starts == ["toy", "toy"], starts
     assert not (root / "autograded" / "s1").exists()  # nothing recorded
+
+
+def test_on_a_remote_node_a_starved_notebook_runs_again_and_the_head_fails_it(tmp_path, monkeypatch):
+    """The same on a node of a remote backend (Slurm's array task): ``grade_chunk`` runs the starved
+    notebook once more, writes its result still starved, and ``hand_over`` fails the submission as
+    a grader fault (the old code recorded it, the timed-out cell at 0)."""
+    import json
+    from types import SimpleNamespace
+
+    from autograder.grading.execute.runner import NotebookRunner
+    from autograder.grading.remote import handover, node
+    from autograder.grading.remote.work import NotebookWork, SubmissionWork
+
+    real_start = NotebookRunner.start
+    starts: list[str] = []
+
+    def start(self, box, tag, **kwargs):
+        starts.append(tag[1])
+        _quota(box, 0.01)  # a clean-up after the run lifts it (below) before the next start
+        return real_start(self, box, tag, **kwargs)
+
+    real_finished = NotebookRunner.finished
+
+    def finished(self):
+        done = real_finished(self)
+        for box in self.pool:
+            if box.cpu is not None and box.cpu.path is not None and done:
+                _quota(box, None)
+        return done
+
+    monkeypatch.setattr(NotebookRunner, "start", start)
+    monkeypatch.setattr(NotebookRunner, "finished", finished)
+    program = NotebookProgram(cells=[(0, "ready = 1", [], STUDENT), (1, HONEST, [], STUDENT)],
+                              timeout=3)
+    work = SubmissionWork(key="toy/s1/x", student="s1", assignment="toy",
+                          notebooks=(NotebookWork("toy", program),), files=(), device="cpu",
+                          memory_limit_gb=None, sandboxed=True, workers=1)
+    results = tmp_path / "results"
+    results.mkdir()
+    node.grade_chunk([work], results)
+    assert starts == ["toy", "toy"], starts
+    [path] = results.iterdir()
+    assert json.loads(path.read_text())["notebooks"]["toy"]["starved"]
+
+    heard: list[tuple[str, str]] = []
+    outcomes = SimpleNamespace(failed=lambda _, reason: heard.append(("failed", reason)),
+                               executed=lambda _, name, outcome: heard.append(("executed", name)))
+    handover.hand_over(SimpleNamespace(notebooks=[SimpleNamespace(name="toy")]), path, outcomes)
+    [(what, reason)] = heard
+    assert what == "failed" and "starved of CPU twice" in reason, heard

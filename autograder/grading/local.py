@@ -6,7 +6,8 @@ be free, so sanitizing and recording (the parent) overlap with execution (the ch
 notebook finishes, the next queued one starts on its sandbox (once the sandbox reports its clean-up)
 before the parent records the finished one, so even a run with one sandbox (``--workers 1``) keeps it busy.
 A notebook whose cell timed out while the machine starved it of CPU (``NotebookOutcome.starved``) runs
-once more, first in the queue; starved again, its submission fails as a grader fault, never a score.
+once more, first in the queue; starved again, its submission fails as a grader fault, never a score
+(a remote node does the same: ``remote/node.py``, ``remote/handover.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from autograder.grading.execute.limits import (
 )
 from autograder.grading.execute.runner import NotebookRunner, sandboxes, wait_for_a_sandbox
 from autograder.grading.executor import Outcomes
-from autograder.grading.model import NotebookRun, Submission
+from autograder.grading.model import NotebookRun, Submission, starved_twice
 from autograder.grading.options import GradeOptions
 from autograder.grading.prepare import DeviceProbe, companion_files
 from autograder.grading.progress import ProgressBar
@@ -173,9 +174,7 @@ def _starved(submission: Submission, name: str, why: str,
                     submission.student, name, why)
         queue.extendleft((submission, run) for run in submission.notebooks if run.name == name)
         return
-    outcomes.failed(submission, f"not graded: {name}.ipynb was starved of CPU twice ({why}); a "
-                    "grader fault, not the notebook's: grade it again when the machine has CPU "
-                    "to spare")
+    outcomes.failed(submission, starved_twice(name, why))
 
 
 def _start_queued(runner: NotebookRunner, queue: deque[tuple[Submission, NotebookRun]],

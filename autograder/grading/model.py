@@ -91,6 +91,12 @@ class NotebookOutcome:
             raise ValueError(f"not a notebook outcome ({type(error).__name__}: {error})") from None
 
 
+def starved_twice(notebook: str, why: str) -> str:
+    """The reason a submission fails when ``notebook`` was starved of CPU on both of its runs."""
+    return (f"not graded: {notebook}.ipynb was starved of CPU twice ({why}); a grader fault, not "
+            "the notebook's: grade it again when the machine has CPU to spare")
+
+
 @dataclass
 class NotebookRun:
     """One notebook of a submission: its sanitized form, where each code cell runs, its program, and

@@ -20,7 +20,7 @@ import autograder
 from autograder.course.nbgrader import Course
 from autograder.errors import GradingError
 from autograder.grading.executor import Outcomes
-from autograder.grading.model import NotebookOutcome, Submission
+from autograder.grading.model import NotebookOutcome, Submission, starved_twice
 from autograder.grading.options import GradeOptions
 from autograder.grading.prepare import companion_files, is_graded
 from autograder.grading.remote.work import (
@@ -78,8 +78,14 @@ def hand_over(submission: Submission, path: Path, outcomes: Outcomes,
         ran = data["notebooks"]
         if sorted(ran) != sorted(nb_run.name for nb_run in submission.notebooks):
             raise GradingError(f"the result holds notebooks {sorted(ran)}, not this submission's")
-        for nb_run in submission.notebooks:
-            outcomes.executed(submission, nb_run.name, NotebookOutcome.from_json(ran[nb_run.name]))
+        done = {nb_run.name: NotebookOutcome.from_json(ran[nb_run.name])
+                for nb_run in submission.notebooks}
+        for name, outcome in done.items():  # the node ran it twice, starved both times
+            if outcome.starved is not None:
+                outcomes.failed(submission, starved_twice(name, outcome.starved))
+                return
+        for name, outcome in done.items():
+            outcomes.executed(submission, name, outcome)
     except Exception as error:  # noqa: BLE001 - reported, the run goes on
         outcomes.failed(submission, f"not graded: {error}")
     finally:

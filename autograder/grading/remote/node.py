@@ -69,7 +69,9 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path, *,
     A notebook that ended abnormally (a crash, a kill) is written ``SETTLE_S`` later and only if
     the scheduler has not signalled this task meanwhile (``task().stop_signals``; Slurm's scancel,
     preemption and time-limit warning signal every process of the task): a student must not score
-    0 for a task the scheduler stopped."""
+    0 for a task the scheduler stopped. A notebook whose cell timed out while the machine starved
+    it of CPU runs again once, first; starved again, its result says so and the instructor's side
+    fails the submission as a grader fault (``handover.hand_over``), as local grading does."""
     started = time.time()
     first = chunk[0]
     os.environ.update(dict(first.environ))
@@ -104,6 +106,8 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path, *,
             folder = Path(scratch) / str(number)
             _write_files(folder, work.files)
             queue.extend((work, notebook, str(folder)) for notebook in work.notebooks)
+        retry = {(item[0].key, item[1].name): item for item in queue}
+        starved: set[tuple[str, str]] = set()  # run again once already: a timeout under starvation
         ran: dict[str, dict[str, dict[str, Any]]] = {work.key: {} for work in chunk}
         due: dict[str, float] = {}  # complete submissions -> when their result may be written
         runner = NotebookRunner(pool, limits=limits)
@@ -119,6 +123,11 @@ def grade_chunk(chunk: list[SubmissionWork], results_dir: Path, *,
                                  workdir=workdir, files=functools.partial(list, work.files))
                 runner.wait(timeout=0.2)
                 for (work, name), outcome in runner.finished():
+                    if outcome.starved is not None and (work.key, name) not in starved:
+                        starved.add((work.key, name))  # run again once, first; starved twice:
+                        _log(f"{work.key} {name}.ipynb: {outcome.starved}; it runs again")
+                        queue.appendleft(retry[(work.key, name)])  # the head fails it, never a score
+                        continue
                     ran[work.key][name] = outcome.to_json()
                     later = time.monotonic() + (SETTLE_S if outcome.reason is not None else 0.0)
                     due[work.key] = max(due.get(work.key, 0.0), later)
