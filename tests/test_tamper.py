@@ -58,6 +58,15 @@ PAYS_WITH_NBGRADER = {
     "shm_read": True,  # measured after shm_plant, one notebook after the other
     "proc_write_to_the_template": False,
     "empty_file_flood": False,
+    "keyring_plant": False,
+    "keyring_read": True,  # measured beside keyring_plant: it reads after every cell
+    "busy_sessions": False,
+    "sigbus_inside_a_check": False,
+    "exit_inside_a_check": False,
+    "as_strided_saved_at_top_level": False,
+    "as_strided_in_an_added_cell": False,
+    "huge_view_to_the_checker": False,
+    "memmap_to_the_checker": False,
 }
 OUTPUT_LIMIT_BYTES = 10 * 2**20  # an autograded notebook's size, whatever its cells printed
 
@@ -238,15 +247,97 @@ def test_kept_files_are_bounded_per_notebook(sandboxed):
     assert 0 < len([p for p in files if "flood" in p.parts]) <= KEPT_FILES, len(files)
 
 
+def _cells(sandboxed, student: str) -> dict[str, tuple[float, list[tuple[str, str]]]]:
+    """Each grade cell of ``student``'s autograded notebook: (score, its error outputs)."""
+    import nbformat
+
+    with Gradebook(f"sqlite:///{sandboxed['root'] / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(catalogue.ASSIGNMENT, catalogue.ASSIGNMENT, student)
+        scores = {g.name: float(g.score) for g in notebook.grades}
+    graded = nbformat.read(sandboxed["root"] / "autograded" / student / catalogue.ASSIGNMENT /
+                           f"{catalogue.ASSIGNMENT}.ipynb", as_version=4)
+    errors = {c.metadata["nbgrader"]["grade_id"]: [(o.ename, o.evalue) for o in c.outputs
+                                                   if o.output_type == "error"]
+              for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    return {cell: (score, errors.get(cell, [])) for cell, score in scores.items()}
+
+
+def _printed(sandboxed, student: str) -> str:
+    import nbformat
+
+    graded = nbformat.read(sandboxed["root"] / "autograded" / student / catalogue.ASSIGNMENT /
+                           f"{catalogue.ASSIGNMENT}.ipynb", as_version=4)
+    return "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_the_keyring_is_refused(sandboxed):
+    """add_key into the session, user and user-session keyrings fails with EPERM (or ENOSYS) in the
+    sandbox; the reader, graded in the same batch, finds nothing to exec."""
+    printed = _printed(sandboxed, "attack-keyring_plant")
+    line = next(line for line in printed.splitlines() if line.startswith("add_key"))
+    planted = __import__("ast").literal_eval(line.split(":", 1)[1].strip())
+    assert [ring for ring, _, _ in planted] == [-3, -4, -5]
+    assert all(key == -1 and errno in (1, 38) for _, key, errno in planted), planted
+    assert all(score == 0.0 for score, _ in _cells(sandboxed, "attack-keyring_read").values())
+
+
+def test_busy_sessions_ran_and_cost_only_their_own_notebook(sandboxed):
+    """16 busy processes, each in its own session, for 4 s: they ran (honest students keep their
+    grades: test_honest_students_keep_their_grades; the batch completes: test_the_batch_completes_in_one_run)."""
+    assert "busy sessions: 16" in _printed(sandboxed, "attack-busy_sessions")
+
+
+@pytest.mark.parametrize("attack, death", [("sigbus_inside_a_check", "SIGBUS"),
+                                           ("exit_inside_a_check", "exited with code 0")])
+def test_a_grade_cell_the_student_process_did_not_let_finish_earns_nothing(sandboxed, attack, death):
+    """The student's process dies inside the function select_metadata's hidden check calls: that cell
+    and every later one score 0 with an error output (a verdict that failed open would give the
+    unfinished cells their points: more than the control's 8)."""
+    cells = _cells(sandboxed, f"attack-{attack}")
+    for cell in ("test_select_metadata", "test_is_contiguous", "test_gather_view"):
+        score, errors = cells[cell]
+        assert score == 0.0 and errors and any(death in evalue for _, evalue in errors), (cell, errors)
+    assert cells["test_contiguous_strides"][0] == 2.0  # the cells before keep their points
+
+
+@pytest.mark.parametrize("attack, refusal", [
+    ("huge_view_to_the_checker", "stands for 68719476736 bytes"),  # the checker's decode budget
+    ("memmap_to_the_checker", "too large to cross"),  # the sandbox's encoder, before any byte is sent
+])
+def test_values_that_stand_for_gigabytes_are_refused(sandboxed, attack, refusal):
+    cells = _cells(sandboxed, f"attack-{attack}")
+    for cell in ("test_select_metadata", "test_is_contiguous"):
+        score, errors = cells[cell]
+        assert score == 0.0 and any(refusal in evalue for _, evalue in errors), (cell, errors)
+    assert cells["test_gather_view"][0] == 2.0  # the notebook goes on
+
+
+@pytest.mark.parametrize("attack", ["as_strided_saved_at_top_level", "as_strided_in_an_added_cell"])
+def test_a_forbidden_api_reached_without_its_name_is_seen(sandboxed, attack):
+    score, errors = _cells(sandboxed, f"attack-{attack}")["test_gather_view"]
+    assert score == 0.0 and any("must compute positions itself, not call as_strided" in evalue
+                                for _, evalue in errors), errors
+
+
 def _remove_planted() -> None:
-    """What the shared-memory attack leaves on this machine when plain nbgrader runs it."""
+    """What the shared-memory and keyring attacks leave on this machine when plain nbgrader runs them
+    (the keys: in this process's session keyring, which the kernels inherit, and the user's)."""
     import ctypes
+
+    from autograder.sandbox import seccomp
 
     Path("/dev/shm/answers.py").unlink(missing_ok=True)
     libc = ctypes.CDLL(None, use_errno=True)
     segment = libc.shmget(0x5EED, 0, 0)
     if segment >= 0:
         libc.shmctl(segment, 0, None)  # IPC_RMID
+    keyctl = ctypes.c_long(seccomp.syscall_number("keyctl"))
+    for ring in (-3, -4, -5):  # session, user, user-session keyrings
+        for _ in range(8):  # KEYCTL_SEARCH, then KEYCTL_UNLINK from that keyring
+            key = libc.syscall(keyctl, ctypes.c_long(10), ctypes.c_long(ring), b"user",
+                               b"autograder-tamper-answers", ctypes.c_long(0))
+            if key <= 0 or libc.syscall(keyctl, ctypes.c_long(9), ctypes.c_long(key), ctypes.c_long(ring)):
+                break
 
 
 def _nbgrader_autograde(root: Path, student: str) -> None:
@@ -294,8 +385,12 @@ def _pays_with_nbgrader(tmp_path_factory, listener, attacks: list[str]) -> dict[
     # the kill attack is measured on its own (it would kill the other grading run going on)
     students = sorted({*(chosen & set(controls)), *(controls[s] for s in chosen & set(controls)),
                        "honest-reference", "honest-wrong"} - {"attack-kill_grader"})
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda s: _nbgrader_autograde(root, s), students))
+    _remove_planted()  # nothing left by an earlier measurement makes a reader pay on its own
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda s: _nbgrader_autograde(root, s), students))
+    finally:
+        _remove_planted()
     if "daemon_edits_gradebook" in attacks:
         time.sleep(DAEMON_WAIT_S)
     scores = _scores(root, students, earned=True)

@@ -8,6 +8,10 @@ on top of a *base*: the answers the same student would otherwise hand in —
   (``is_contiguous`` on zero-size tensors, ``select_metadata`` without its range check);
 - ``wrong_gather``: ``gather_view`` returns zeros (caught by ``torch.equal``).
 
+Besides, an attack may append code to one of its base's answer cells (``append``: grade id -> code,
+after the base's definition, so it wins) or add cells of its own (``added``: grade id -> cells, new code
+cells with no nbgrader metadata inserted right after that answer cell, as a student inserts them).
+
 The control for an attack is its base without the attack; an attack *pays* when it scores more than
 its control. ``{port}`` and ``{marker}`` in the code are filled in by the test (a loopback listener
 and a file that a daemon tries to write on the grading machine).
@@ -59,6 +63,33 @@ def _course_files(relative):
         if here == _os.path.dirname(here):
             return None
         here = _os.path.dirname(here)
+'''
+
+# called by a check rather than by the notebook's own cells: under plain nbgrader the hidden check's
+# frame is a file of autograder/hidden; in the sandbox every grade cell's call arrives from the channel
+_CALLED_BY_A_CHECK = '''
+import sys as _sys
+def _called_by_a_check():
+    _caller = _sys._getframe(2).f_code.co_filename
+    return not (_caller.startswith("<ipython") or "ipykernel_" in _caller)
+def _wrap_when_defined(names, make):
+    def _wrap(result=None):
+        _ns = get_ipython().user_ns
+        for _name in names:
+            if callable(_ns.get(_name)) and not getattr(_ns[_name], "_wrapped", False):
+                _ns[_name] = make(_ns[_name])
+                _ns[_name]._wrapped = True
+    get_ipython().events.register("post_run_cell", _wrap)
+'''
+
+# the keyring syscalls by number (no Python module reaches the kernel keyring): x86_64 and aarch64
+_KEYRING = '''
+import ctypes as _ctypes, platform as _platform
+_libc = _ctypes.CDLL(None, use_errno=True)
+_ADD_KEY, _REQUEST_KEY, _KEYCTL = {"x86_64": (248, 249, 250)}.get(_platform.machine(), (217, 218, 219))
+_KEYCTL_SEARCH, _KEYCTL_READ = 10, 11
+_RINGS = (-3, -4, -5)  # the session, user and user-session keyrings
+_DESCRIPTION = b"autograder-tamper-answers"
 '''
 
 ATTACKS = [
@@ -398,6 +429,123 @@ def _flood(result=None):
 get_ipython().events.register("post_run_cell", _flood)
 _flood()
 '''},
+    {"name": "keyring_plant", "class": "the kernel keyring across notebooks", "base": "stub",
+     "code": _KEYRING + """
+_answers = {answers!r}.encode()
+_planted = []
+for _ring in _RINGS:
+    _key = _libc.syscall(_ctypes.c_long(_ADD_KEY), b"user", _DESCRIPTION, _answers,
+                         _ctypes.c_size_t(len(_answers)), _ctypes.c_long(_ring))
+    _planted.append((_ring, _key, _ctypes.get_errno()))
+print("add_key (keyring, key, errno):", _planted)
+"""},
+    {"name": "keyring_read", "class": "the kernel keyring across notebooks", "base": "stub",
+     "code": _KEYRING + """
+def _answers_from_the_keyring(result=None):
+    _found = [_libc.syscall(_ctypes.c_long(_REQUEST_KEY), b"user", _DESCRIPTION, None, _ctypes.c_long(0))]
+    _found += [_libc.syscall(_ctypes.c_long(_KEYCTL), _ctypes.c_long(_KEYCTL_SEARCH), _ctypes.c_long(_ring),
+                             b"user", _DESCRIPTION, _ctypes.c_long(0)) for _ring in _RINGS]
+    for _key in (k for k in _found if k > 0):
+        _buffer = _ctypes.create_string_buffer(1 << 15)
+        _size = _libc.syscall(_ctypes.c_long(_KEYCTL), _ctypes.c_long(_KEYCTL_READ), _ctypes.c_long(_key),
+                              _buffer, _ctypes.c_long(1 << 15))
+        if _size > 0:
+            exec(_buffer.raw[:_size].decode(), get_ipython().user_ns)
+            return
+get_ipython().events.register("post_run_cell", _answers_from_the_keyring)
+"""},
+    {"name": "busy_sessions", "class": "CPU starvation by many busy sessions", "base": "stub", "code": """
+import os as _os, time as _time
+_children = []
+for _n in range(16):  # 16 busy processes, each in a session of its own, for 4 seconds
+    try:
+        _pid = _os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        _os.setsid()
+        _end = _time.monotonic() + 4
+        while _time.monotonic() < _end:
+            pass
+        _os._exit(0)
+    _children.append(_pid)
+for _pid in _children:
+    _os.waitpid(_pid, 0)
+print("busy sessions:", len(_children))
+"""},
+    {"name": "sigbus_inside_a_check", "class": "a verdict left unfinished (the process dies in a check)",
+     "base": "wrong", "code": _CALLED_BY_A_CHECK + """
+import mmap as _mmap, os as _os, signal as _signal
+def _dies_in_a_check(function):
+    def _wrapper(*args, **kwargs):
+        if _called_by_a_check():
+            _os.kill(_os.getpid(), _signal.SIGBUS)
+            # still here: the init of a PID namespace ignores what it sends itself; a page of a mapped
+            # file that was truncated raises a SIGBUS the kernel delivers anyway
+            with open("gone.bin", "wb+") as _file:
+                _file.write(bytes(4096))
+                _file.flush()
+                _mapped = _mmap.mmap(_file.fileno(), 4096)
+                _file.truncate(0)
+                _mapped[0]
+        return function(*args, **kwargs)
+    return _wrapper
+_wrap_when_defined(("select_metadata", "is_contiguous"), _dies_in_a_check)
+"""},
+    {"name": "exit_inside_a_check", "class": "a verdict left unfinished (the process dies in a check)",
+     "base": "wrong", "code": _CALLED_BY_A_CHECK + """
+import os as _os
+def _exits_in_a_check(function):
+    def _wrapper(*args, **kwargs):
+        if _called_by_a_check():
+            _os._exit(0)  # a clean exit status, halfway through a grade cell
+        return function(*args, **kwargs)
+    return _wrapper
+_wrap_when_defined(("select_metadata", "is_contiguous"), _exits_in_a_check)
+"""},
+    {"name": "as_strided_saved_at_top_level", "class": "a forbidden API reached without its name",
+     "base": "wrong_gather", "code": """
+_strided = torch.as_strided  # saved at top level, long before gather_view or any check runs
+def _read_positions(storage, shape, stride, offset):
+    return _strided(storage, shape, stride, offset).clone()
+""", "append": {"gather_view": """
+def gather_view(storage, shape, stride, offset=0):
+    return _read_positions(storage, shape, stride, offset)
+"""}},
+    {"name": "as_strided_in_an_added_cell", "class": "a forbidden API reached without its name",
+     "base": "wrong_gather", "code": "pass", "added": {"gather_view": ["""
+# torch's own reference implementation (torch._refs.as_strided), pasted into a cell of the student's own
+from torch._prims import as_strided as _prims_as_strided
+def _as_strided_reference(a, size, stride, storage_offset=None):
+    storage_offset_int = storage_offset if storage_offset is not None else a.storage_offset()
+    return _prims_as_strided(a, size, stride, storage_offset_int)
+def gather_view(storage, shape, stride, offset=0):
+    return _as_strided_reference(storage, shape, stride, offset).clone()
+"""]}},
+    {"name": "huge_view_to_the_checker", "class": "values that make the checker decode a lot",
+     "base": "wrong", "code": _CALLED_BY_A_CHECK + """
+def _huge_to_a_check(function):
+    def _wrapper(*args, **kwargs):
+        if _called_by_a_check():  # 8 bytes of storage standing for 64 GiB
+            return torch.zeros(1, dtype=torch.float64).expand(2**33)
+        return function(*args, **kwargs)
+    return _wrapper
+_wrap_when_defined(("select_metadata", "is_contiguous"), _huge_to_a_check)
+"""},
+    {"name": "memmap_to_the_checker", "class": "values that make the checker decode a lot",
+     "base": "wrong", "code": _CALLED_BY_A_CHECK + """
+import numpy as _np
+def _mapped_to_a_check(function):
+    def _wrapper(*args, **kwargs):
+        if _called_by_a_check():  # a sparse 64 MiB file, mapped, and one of its bytes standing for 64 GiB
+            with open("mapped.bin", "wb") as _file:
+                _file.truncate(64 * 2**20)
+            _mapped = _np.memmap("mapped.bin", dtype=_np.uint8, mode="r")
+            return (_mapped, _np.broadcast_to(_mapped[:1], (2**36,), subok=True))
+        return function(*args, **kwargs)
+    return _wrapper
+_wrap_when_defined(("select_metadata", "is_contiguous"), _mapped_to_a_check)
+"""},
 ]
 
 BASES = {"stub": None, "wrong": WRONG_ANSWERS, "wrong_gather": WRONG_GATHER}
@@ -429,19 +577,21 @@ MUTATIONS = {"tag_every_cell_skip": tag_every_cell_skip, "wrong_type_metadata": 
 
 
 def attack_notebook(attack: dict, *, course_root, port: int, marker: str) -> nbformat.NotebookNode:
-    """``attack``'s code at the top of the first answer cell of its base submission (then its
-    metadata changes, if any)."""
+    """``attack``'s code at the top of the first answer cell of its base submission, its appended code
+    and added cells (then its metadata changes, if any)."""
     nb = base_notebook(attack["base"], course_root=course_root)
     code = attack["code"].replace("{port}", str(port)).replace("{marker!r}", repr(marker))
     if "{answers!r}" in code:  # what a student who has the answers plants for a friend
         answers = "\n\n".join(samples.reference_solutions(ASSIGNMENT, course_root=course_root).values())
         code = code.replace("{answers!r}", repr("import torch\n" + answers))
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") == "contiguous_strides":
-            cell.source = code.strip("\n") + "\n\n" + cell.source
-            break
-    else:
-        raise AssertionError("no contiguous_strides cell")
+    cells = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in nb.cells}
+    first = cells["contiguous_strides"]
+    first.source = code.strip("\n") + "\n\n" + first.source
+    for grade_id, appended in attack.get("append", {}).items():
+        cells[grade_id].source += "\n\n" + appended.strip("\n") + "\n"
+    for grade_id, added in attack.get("added", {}).items():
+        at = nb.cells.index(cells[grade_id]) + 1
+        nb.cells[at:at] = [nbformat.v4.new_code_cell(source.strip("\n")) for source in added]
     if attack.get("mutate"):
         MUTATIONS[attack["mutate"]](nb)
     return nb
