@@ -200,3 +200,23 @@ def test_a_late_notebook_graded_by_the_service_is_shown_score_only(course, tmp_p
         assert f"{status['score']:g} / {status['max_score']:g}" in index and "(late)" in page
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize(("before", "after", "received", "later"), [
+    ("none", "score", ON_TIME, True),    # on time, read before the due date: shown after it
+    ("none", "none", ON_TIME, False),    # never shown
+    ("none", "tests", LATE, False),      # late: the lesser level, none, whenever it is read
+])
+def test_a_hidden_score_says_whether_it_will_be_shown(course, store, before, after, received,
+                                                      later):
+    """Level none: the view says whether a later reading shows the score (``score_later``), and
+    ``submit`` prints that, not "later" for a score the course will never show."""
+    settings = settings_with(course, late=True, feedback_before_due=before,
+                             feedback_after_due=after)
+    read_at = BEFORE if received == ON_TIME else AFTER
+    view = submission_view(store.get(graded(store, received)), settings, store, read_at)
+    assert view["feedback_level"] == "none" and "score" not in view
+    assert view["score_later"] is later
+    printed = "\n".join(submit_client.summary_lines(view))
+    assert ("shows scores later" in printed) is later
+    assert ("does not show the score" in printed) is not later

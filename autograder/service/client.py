@@ -127,7 +127,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
     if "score" in status:
         lines.append(f"score: {status['score']:g}/{status['max_score']:g}")
     else:
-        lines.append("graded; the course shows scores later")
+        lines.append("graded; the course shows scores later" if status.get("score_later")
+                     else "graded; the course does not show the score of this submission")
     for test in status.get("tests", []):
         mark = "passed" if test["passed"] else "FAILED"
         lines.append(f"  {mark:6} {test['name']} ({test['points']:g}/{test['max_points']:g})")

@@ -187,6 +187,7 @@ class Handler(web.RequestHandler):
                 "unknown": _("unknown reason"),
                 "score": _("Score: {score} / {max_score}", score="{score}", max_score="{max_score}"),
                 "later": _("Graded. The course shows scores after the due date."),
+                "never": _("Graded. The course does not show the score of this submission."),
                 "test": _("Test"), "kind": _("Kind"), "points": _("Points"), "result": _("Result"),
                 "both": _("visible + hidden"), "visible": _("visible"),
                 "passed": _("passed"), "failed_test": _("failed"),

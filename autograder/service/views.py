@@ -74,6 +74,9 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
         view["feedback_level"] = level
         if level in ("tests", "score"):
             view["score"], view["max_score"] = row.score, row.max_score
+        else:  # will a later reading show its score (after the due date), or never?
+            view["score_later"] = settings.policy(row.assignment).feedback_level(
+                datetime.max, row.received_at) != "none"
         if level == "tests" and row.feedback:
             feedback = json.loads(row.feedback)
             view["tests"], view["notices"] = feedback["tests"], feedback["notices"]

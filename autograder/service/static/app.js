@@ -37,7 +37,9 @@
       box.append(el("p", say("score", "Score: {score} / {max_score}",
         { score: s.score, max_score: s.max_score }), "score"));
     } else {
-      box.append(el("p", say("later", "Graded. The course shows scores after the due date."), "score"));
+      box.append(el("p", s.score_later
+        ? say("later", "Graded. The course shows scores after the due date.")
+        : say("never", "Graded. The course does not show the score of this submission."), "score"));
     }
     (s.notices || []).forEach((n) => box.append(el("p", n, "notice")));
     if (!s.tests) return;
