@@ -259,3 +259,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return work_unit(nodeid)
 
     return ByWorkUnit(config, log)
+
+
+# -- one warm sandbox shared by the tests of a module (the cgroup, starvation and robustness tests) --
+
+@pytest.fixture(scope="module")
+def sandbox():
+    """A started ``SandboxProcess``, ready for ``start_notebook``; closed after the module."""
+    from autograder.sandbox.host import SandboxProcess
+
+    box = SandboxProcess()
+    box.start()
+    box.wait_ready()
+    yield box
+    box.close()

@@ -218,15 +218,6 @@ def test_gpu_rule(tmp_path):
     assert "GPU check ran on CPU" in (root / "autograded/ref/toy/toy.ipynb").read_text()
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    box = SandboxProcess()
-    box.start()
-    box.wait_ready()
-    yield box
-    box.close()
-
-
 def _wait_done(box: SandboxProcess) -> None:
     deadline = time.monotonic() + 30
     while box.state == "busy" and time.monotonic() < deadline:

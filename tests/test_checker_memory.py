@@ -22,7 +22,6 @@ from autograder.grading.execute.limits import (
 )
 from autograder.grading.model import GRADE, STUDENT, NotebookProgram
 from autograder.sandbox.cgroups import MemoryLimit, memory_cgroup_root
-from autograder.sandbox.host import SandboxProcess
 
 LIMIT_GB = 0.25  # --memory-limit: the checker's cgroup is 2 x 0.25 GiB + CHECKER_ALLOWANCE = 1.5 GiB
 CHECKER_BYTES = int(2 * LIMIT_GB * 2**30) + CHECKER_ALLOWANCE
@@ -38,15 +37,6 @@ held = bytearray(n)
 held[::4096] = b'1' * len(held[::4096])
 print('held', len(held))
 """
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    box = SandboxProcess()
-    box.start()
-    box.wait_ready()
-    yield box
-    box.close()
 
 
 def test_a_checker_that_holds_too_much_for_the_notebooks_values_is_stopped_by_its_cgroup(

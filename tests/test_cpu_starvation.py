@@ -40,15 +40,6 @@ def _quota(box: SandboxProcess, cores: float | None) -> None:
                                                        else str(int(cores * 100_000)))
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    box = SandboxProcess()
-    box.start()
-    box.wait_ready()
-    yield box
-    box.close()
-
-
 def _run(box: SandboxProcess, cell: str, tmp_path: Path, cores: float | None) -> RunningNotebook:
     """``["ready = 1", cell, "after = 1"]`` with a 3 s limit per cell, the sandbox at ``cores`` CPUs
     from the end of the first cell until the run is over."""

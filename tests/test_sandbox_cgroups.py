@@ -59,15 +59,6 @@ pool_done = True
 """
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    box = SandboxProcess()
-    box.start()
-    box.wait_ready()
-    yield box
-    box.close()
-
-
 def _run(cells: list[str], box: SandboxProcess, tmp_path: Path, *, rss_limit: int) -> RunningNotebook:
     program = NotebookProgram(cells=[(i, code, [], STUDENT) for i, code in enumerate(cells)],
                               timeout=60)

@@ -4,14 +4,13 @@ due dates, the fair claim order, exactly-once results, recovery after a dead wor
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from nbgrader.utils import parse_utc
-from service_course import make_course, right_notebook, wrong_notebook
+from service_course import make_course, right_notebook, web_app, wrong_notebook
 
 from autograder.course.nbgrader import load_course
 from autograder.errors import CourseError
@@ -358,46 +357,13 @@ def test_a_student_never_sees_a_server_path_and_a_grader_error_only_as_one(cours
     assert redact_paths("expected (3, 3, 1), got 0/10 and a/b") == "expected (3, 3, 1), got 0/10 and a/b"
 
 
-@contextlib.contextmanager
-def real_web_app(settings: ServiceSettings, store: Store):
-    """The real web application on a free port of 127.0.0.1 in a thread, clock frozen at T0; yields its URL."""
-    import asyncio
-    import threading
-
-    from tornado.httpserver import HTTPServer
-    from tornado.netutil import bind_sockets
-
-    from autograder.service.web import make_app
-
-    sockets = bind_sockets(0, "127.0.0.1")
-    port = sockets[0].getsockname()[1]
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        server = HTTPServer(make_app(store=store, settings=settings, hub=False, clock=lambda: T0))
-        server.add_sockets(sockets)
-        loop.call_soon(started.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-
-
 def _get_page(settings: ServiceSettings, store: Store, user: str, path: str = "",
               upload: tuple[str, bytes] | None = None) -> str:
     """``path`` of the real web application (clock frozen at T0), as ``user`` sees it; with
     ``upload`` (file name, bytes), the answer of ``POST api/submissions``, whatever its status."""
     import httpx
 
-    with real_web_app(settings, store) as url:
+    with web_app(settings, store, lambda: T0) as url:
         headers = {"Authorization": f"Bearer {store.issue_token(user)}"}
         if upload is not None:
             return httpx.post(f"{url}api/submissions", timeout=60,

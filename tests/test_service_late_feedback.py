@@ -6,16 +6,14 @@ taken)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from service_course import Service, make_course, wrong_notebook
+from service_course import Service, make_course, web_app, wrong_notebook
 
 from autograder.course.nbgrader import load_course
 from autograder.service import client as submit_client
@@ -105,39 +103,6 @@ def test_each_level_is_decided_when_read_and_a_late_one_gets_the_lesser(course, 
             for when, at in (("before", BEFORE), ("after", AFTER))}
     assert seen == {("on time", "before"): before, ("on time", "after"): after,
                     ("late", "before"): lesser, ("late", "after"): lesser}
-
-
-@contextlib.contextmanager
-def web_app(settings: ServiceSettings, store: Store, clock: Callable[[], datetime]
-            ) -> Iterator[str]:
-    """The real web application on 127.0.0.1 in a thread, its clock ``clock``; yields its URL."""
-    import asyncio
-    import threading
-
-    from tornado.httpserver import HTTPServer
-    from tornado.netutil import bind_sockets
-
-    from autograder.service.web import make_app
-
-    sockets = bind_sockets(0, "127.0.0.1")
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        HTTPServer(make_app(store=store, settings=settings, hub=False, clock=clock)
-                   ).add_sockets(sockets)
-        loop.call_soon(started.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
-    try:
-        yield f"http://127.0.0.1:{sockets[0].getsockname()[1]}/"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
 
 
 @pytest.mark.parametrize("after", FEEDBACK_LEVELS)

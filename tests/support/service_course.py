@@ -1,5 +1,6 @@
 """A course for the service tests: two exercises released, a roster, right and wrong notebooks, and a
-running ``autograder serve`` (standalone, course tokens) that a test can SIGKILL and start again."""
+running ``autograder serve`` (standalone, course tokens) that a test can SIGKILL and start again;
+``web_app``, the web application alone in a thread, its clock given."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -19,6 +22,8 @@ import nbformat
 from autograder.authoring import samples
 from autograder.authoring.release import copy_course, nbgrader_environment, release
 from autograder.course.nbgrader import load_course
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = ("01_strides", "02_einops")
@@ -194,3 +199,36 @@ def wait_graded(http: httpx.Client, job_id: int, timeout: float = 180.0) -> dict
             return status
         time.sleep(0.3)
     raise AssertionError(f"submission {job_id} not graded in {timeout} s: {status}")
+
+
+@contextlib.contextmanager
+def web_app(settings: ServiceSettings, store: Store, clock: Callable[[], datetime]
+            ) -> Iterator[str]:
+    """The real web application on 127.0.0.1 in a thread, its clock ``clock``; yields its URL."""
+    import asyncio
+    import threading
+
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    from autograder.service.web import make_app
+
+    sockets = bind_sockets(0, "127.0.0.1")
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        HTTPServer(make_app(store=store, settings=settings, hub=False, clock=clock)
+                   ).add_sockets(sockets)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield f"http://127.0.0.1:{sockets[0].getsockname()[1]}/"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
