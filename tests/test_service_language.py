@@ -8,11 +8,11 @@ from datetime import datetime
 
 import httpx
 import pytest
-from service_course import make_course
+from service_course import make_course, web_app
 
 from autograder.service import language
 from autograder.service.store import Store
-from tests.test_service_intake import real_web_app, settings_with
+from tests.test_service_intake import settings_with
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 
@@ -25,7 +25,7 @@ def course(tmp_path_factory):
 @contextmanager
 def serving(course, tmp_path, **policy):
     store = Store(f"sqlite:///{tmp_path / 'service.db'}")
-    with real_web_app(settings_with(course, **policy), store) as url:
+    with web_app(settings_with(course, **policy), store, lambda: T0) as url:
         yield url, store
 
 
