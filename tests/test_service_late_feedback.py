@@ -6,7 +6,6 @@ taken)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +18,9 @@ from autograder.course.nbgrader import load_course
 from autograder.service import client as submit_client
 from autograder.service.intake import accept
 from autograder.service.policy import FEEDBACK_LEVELS
-from autograder.service.settings import ServiceSettings
 from autograder.service.store import Store
 from autograder.service.views import submission_view
+from tests.test_service_intake import settings_with
 
 DUE = datetime(2026, 11, 5, 0, 0, 0)  # nbgrader's due date of 01_strides here (naive UTC)
 ON_TIME, LATE = DUE - timedelta(days=1), DUE + timedelta(hours=2)
@@ -43,11 +42,6 @@ def course(tmp_path_factory) -> Path:
 @pytest.fixture
 def store(tmp_path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'service.db'}")
-
-
-def settings_with(course: Path, **policy) -> ServiceSettings:
-    settings = ServiceSettings.of(load_course(course))
-    return dataclasses.replace(settings, policies={"default": policy}, _cache=None)
 
 
 def graded(store: Store, received_at: datetime) -> int:
