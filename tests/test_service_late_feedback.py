@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_course import Service, make_course, web_app, wrong_notebook
+from service_course import Service, make_course, right_notebook, web_app, wrong_notebook
 
 from autograder.course.nbgrader import load_course
 from autograder.service import client as submit_client
@@ -157,6 +157,44 @@ def test_a_late_notebook_graded_by_the_service_is_shown_score_only(course, tmp_p
             index = http.get("").text
             page = http.get(f"submissions/{status['id']}").text
         assert f"{status['score']:g} / {status['max_score']:g}" in index and "(late)" in page
+    finally:
+        service.stop()
+
+
+def test_a_late_penalty_is_in_the_score_shown_and_in_what_counts_as_best(course, tmp_path):
+    """End to end, ``penalty_method = "zero"``, ``counts: best``, both notebooks late: the service
+    shows the grade of record (0, as ``nbgrader export`` has it), not the tests' points, and the
+    right notebook sent after a wrong one does not replace it in ``submitted/`` (before: its 10
+    raw points beat 7, so the notebook the instructor grades changed for nothing)."""
+    import shutil
+
+    root = shutil.copytree(course, tmp_path / "course")
+    config = root / "nbgrader_config.py"
+    due = datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=1)
+    config.write_text(config.read_text() + "\nc.LateSubmissionPlugin.penalty_method = 'zero'\n"
+                      "c.AutograderService.policy = {\"default\": "
+                      + json.dumps({"late": True, "counts": "best", "due": due.isoformat()}
+                                   ).replace("true", "True") + "}\n")
+    landed = root / "submitted" / "alice" / "01_strides" / "01_strides.ipynb"
+    service = Service(root, workers=1).start()
+    try:
+        token = service.tokens("alice")["alice"]
+        seen = []
+        for name, content in (("wrong", wrong_notebook(root)), ("right", right_notebook(root))):
+            notebook = tmp_path / name / "01_strides.ipynb"
+            notebook.parent.mkdir()
+            notebook.write_bytes(content)
+            status = submit_client.submit(notebook, url=service.url, token=token, timeout_s=240,
+                                          echo=lambda line: None)
+            assert status["state"] == "done" and status["late"], status
+            passed = sum(t["points"] for t in status["tests"])
+            assert status["score"] == 0 and passed > 0, status
+            assert any("late penalty" in n and "grade of record 0/" in n
+                       for n in status["notices"]), status["notices"]
+            seen.append((name, passed, landed.read_bytes()))
+        (_, wrong_points, after_wrong), (_, right_points, after_right) = seen
+        assert right_points > wrong_points
+        assert after_right == after_wrong == wrong_notebook(root)
     finally:
         service.stop()
 

@@ -162,6 +162,14 @@ class SubmissionResult:
     grader_fault: bool = False
     # grade cells the grading machine did not run (no GPU: ``machine_limits``), scored 0 for now
     not_run: int = 0
+    # nbgrader's late-submission penalty, in the gradebook beside ``score`` (the points the tests
+    # gave): what ``nbgrader export`` reports is ``score_of_record``
+    late_penalty: float = 0.0
+
+    @property
+    def score_of_record(self) -> float | None:
+        """The grade the course keeps: the tests' points less the late penalty."""
+        return None if self.score is None else self.score - self.late_penalty
 
 
 @dataclass(frozen=True)

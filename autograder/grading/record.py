@@ -213,6 +213,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
             gb.db.expire_all()  # scores are SQL sums: reload them after the flush
             found = gb.find_submission(assignment, student)
             score, max_score = float(found.score), float(found.max_score)
+            penalty = 0.0
             if found.total_seconds_late > 0:  # nbgrader's AssignLatePenalties decided the penalty
                 penalty = float(found.late_submission_penalty or 0)
                 reasons.append(f"late by {_duration(found.total_seconds_late)}" + (
@@ -237,7 +238,8 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
     steps.set_permissions(assignment=assignment, student=student)
     seconds = sum(r.require_outcome().seconds for r in submission.notebooks)
     return SubmissionResult(student, assignment, "graded", score=score, max_score=max_score,
-                            seconds=seconds, reasons=tuple(reasons), not_run=len(not_run))
+                            seconds=seconds, reasons=tuple(reasons), not_run=len(not_run),
+                            late_penalty=penalty)
 
 
 def _duration(seconds: float) -> str:

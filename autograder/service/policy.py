@@ -9,7 +9,7 @@
 Keys (all optional; the defaults are the fields of ``Policy`` below): ``opens``/``due`` (ISO 8601, a time without a zone is UTC;
 ``due`` defaults to the assignment's nbgrader due date), ``max_submissions`` per ``window_hours``
 (a sliding window), ``late`` (accept after the due date, marked late), ``counts`` ("latest": every
-accepted notebook replaces the one in ``submitted/``; "best": only one that scores higher does),
+accepted notebook replaces the one in ``submitted/``; "best": only one whose grade of record, late penalty applied, is higher does),
 ``feedback_before_due`` / ``feedback_after_due`` ("tests": every test with pass/fail and its message,
 "score": the total only, "none": only that it was graded; decided when the page is read, and for a
 late submission the lesser of the two). Service-wide settings live next to it:
@@ -53,7 +53,8 @@ class Policy:
     window_hours: float = setting(24.0, None, "the sliding window of `max_submissions`, hours")
     late: bool = setting(False, None, "accept after the due date (marked late)")
     counts: str = setting("latest", None, "which notebook lands in `submitted/`: every accepted one, "
-                          "or only one that scores higher", choices=COUNTS)
+                          "or only one whose grade of record (late penalty applied) is higher",
+                          choices=COUNTS)
     feedback_before_due: str = setting("tests", None, "what a student sees before the due date: "
                                        "every test with its message, the total, or only that it "
                                        "was graded", choices=FEEDBACK_LEVELS)

@@ -270,9 +270,10 @@ class Worker:
             self._read_gradebook(), student=claim.student, assignment=claim.assignment,
             notebooks={stem: self.workspace.autograded(claim.student, claim.assignment, claim.notebook)},
             reasons=result.reasons)
-        if self.store.finish(claim.id, claim.lease, score=result.score, max_score=result.max_score,
+        score = result.score_of_record  # late penalty applied: the grade export will report
+        if self.store.finish(claim.id, claim.lease, score=score, max_score=result.max_score,
                              feedback=feedback):
-            self._land_if_best(claim, result.score)
+            self._land_if_best(claim, score)
         else:
             self._lease_lost(claim)
 
@@ -292,7 +293,9 @@ class Worker:
                     "worker grades it", self.id, claim.id)
 
     def _land_if_best(self, claim: ClaimedSubmission, score: float | None) -> None:
-        """``counts = "best"``: the notebook goes to ``submitted/`` when it beats what is there."""
+        """``counts = "best"``: the notebook goes to ``submitted/`` when its grade of record (late
+        penalty applied) beats what is there: a late notebook that passes more tests but keeps
+        fewer points never replaces an on-time one."""
         if self.settings.policy(claim.assignment).counts != "best":
             return
         best = max((row.score or 0.0 for row in self.store.history(claim.student, claim.assignment)
