@@ -155,7 +155,12 @@ def cjk_font() -> str | None:
 
 
 def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[str]]:
-    """The PNG of a pickled figure with its texts translated, and the texts it shows."""
+    """The PNG of a pickled figure with its texts translated, and the texts it shows.
+
+    Tick labels are made by the axis's formatter at each draw (a categorical axis names its ticks
+    from the data: ``ax.bar(["fp32 + recompute"], ...)``), so setting their text would be undone by
+    ``savefig``: each axis's formatter is wrapped to translate what it makes. What counts as shown
+    (and as English left) is read after the figure is drawn, from what the PNG holds."""
     import io
     import pickle
 
@@ -167,7 +172,11 @@ def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[
 
     figure, kwargs = pickle.loads(capture)  # noqa: S301 - our own build's files
     FigureCanvasAgg(figure)
-    shown, left = [], []
+    left: list[str] = []
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            for which in ("major", "minor"):
+                _translate_formatter(axis, which, translate, left)
     for text in figure.findobj(Text):
         english = text.get_text()
         zh = translate(english) if english else None
@@ -175,15 +184,49 @@ def translate_figure(capture: bytes, translate, font: str) -> tuple[bytes, list[
             left += [english] if translate.left(english) else []
         if zh is not None:
             text.set_text(zh)
-        if text.get_text():
-            text.set_fontfamily([font, "DejaVu Sans"])
-            shown.append(text.get_text())
+    for text in figure.findobj(Text):
+        text.set_fontfamily([font, "DejaVu Sans"])
+    figure.canvas.draw()  # tick labels made now, as savefig will make them
+    shown = [text.get_text() for text in figure.findobj(Text) if text.get_visible() and text.get_text()]
     out = io.BytesIO()
     options = {"format": "png", "facecolor": figure.get_facecolor(), "edgecolor": figure.get_edgecolor(),
                "dpi": figure.dpi, "bbox_inches": kwargs.get("bbox_inches", "tight")}
     left = list(dict.fromkeys(left))
     figure.savefig(out, metadata={"Description": "\n".join(shown), "English": "\n".join(left)}, **options)
     return out.getvalue(), shown
+
+
+def _translate_formatter(axis, which: str, translate, left: list[str]) -> None:
+    """``axis``'s ``which`` formatter made to translate each label it makes (and to add the English
+    ones no entry translates to ``left``)."""
+    from matplotlib.ticker import Formatter
+
+    inner = axis.get_major_formatter() if which == "major" else axis.get_minor_formatter()
+
+    class Translated(Formatter):
+        def __call__(self, x, pos=None):
+            return self._one(inner(x, pos))
+
+        def format_ticks(self, values):
+            inner.set_locs(values)
+            return [self._one(label) for label in inner.format_ticks(values)]
+
+        def set_locs(self, locs):
+            inner.set_locs(locs)
+
+        def get_offset(self):
+            return inner.get_offset()
+
+        @staticmethod
+        def _one(label):
+            zh = translate(label) if label else None
+            if label and getattr(translate, "left", None) and translate.left(label):
+                left.append(label)
+            return label if zh is None else zh
+
+    formatter = Translated()
+    (axis.set_major_formatter if which == "major" else axis.set_minor_formatter)(formatter)
+    inner.set_axis(axis)
 
 
 def english_left(png: bytes) -> list[str]:

@@ -258,6 +258,46 @@ def test_a_figure_that_keeps_english_says_so():
     assert ext.english_left(data) == [] and "量測於 Intel Xeon，1 個執行緒" in shown
 
 
+def _categorical_capture() -> bytes:
+    """Chapter 11's memory budget in small: bars named by their categories, no other words."""
+    import pickle
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots()
+    ax.bar(["fp32 + recompute", "autocast + recompute"], [3, 2])
+    figure.canvas.draw()  # as IPython's PNG formatter has drawn it before the capture
+    data = pickle.dumps((figure, {}))
+    plt.close(figure)
+    return data
+
+
+def test_a_categorical_axis_is_drawn_translated_and_english_left_is_what_the_png_shows():
+    """Before: the tick labels of a categorical axis were set to Chinese, then made again from the
+    category names when the figure was saved, so the PNG kept "fp32 + recompute" while its
+    metadata said Chinese and no English left (chapter 11's memory budget)."""
+    import io
+
+    from PIL import Image
+
+    ext = _figure_i18n()
+    font = ext.cjk_font() or "DejaVu Sans"
+    pixels = lambda png: Image.open(io.BytesIO(png)).convert("RGB").tobytes()  # noqa: E731
+    english, _ = ext.translate_figure(_categorical_capture(), ext.translator({}), font)
+    assert set(ext.english_left(english)) == {"fp32 + recompute", "autocast + recompute"}
+    both = {"fp32 + recompute": "fp32 + 重新計算", "autocast + recompute": "autocast + 重新計算"}
+    chinese, shown = ext.translate_figure(_categorical_capture(), ext.translator(both), font)
+    same = pixels(chinese) == pixels(english)
+    assert not same, "the saved figure still draws the English ticks"
+    assert ext.english_left(chinese) == [] and {"fp32 + 重新計算", "autocast + 重新計算"} <= set(shown)
+    one = {"fp32 + recompute": "fp32 + 重新計算"}
+    partial, shown = ext.translate_figure(_categorical_capture(), ext.translator(one), font)
+    assert ext.english_left(partial) == ["autocast + recompute"] and "fp32 + 重新計算" in shown
+
+
 def test_the_figure_texts_include_what_a_figure_shows_through_a_variable():
     from autograder.i18n.figures import figure_texts, translations
 
