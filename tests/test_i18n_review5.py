@@ -356,8 +356,8 @@ def test_a_test_cells_print_line_shows_in_chinese():
     finally:
         builtins.print = printed
     assert out.getvalue().splitlines() == [
-        "這裡沒有 GPU：評分程式會在有 GPU 的執行機上執行這項檢查",
-        "無法使用的裝置 'cuda:0' 引發了 RuntimeError：no CUDA",
+        "這裡沒有 GPU：評分程式會在有 GPU 的機器上執行這項檢查",
+        "指定無法使用的裝置 'cuda:0' 時引發了 RuntimeError：no CUDA",
         "a student's own line"]
 
 

@@ -64,7 +64,7 @@ def test_student_pages_speak_zh_tw_to_a_zh_tw_browser_and_english_otherwise(cour
         assert "<h1>登入</h1>" in login.text and "Log in" not in login.text
         missing = httpx.get(url + "submissions/999", headers={**auth, "Accept-Language": "zh-TW"},
                             timeout=30)
-        assert missing.status_code == 404 and "這裡沒有你的第 999 份繳交。" in missing.text
+        assert missing.status_code == 404 and "這裡沒有你的繳交 #999。" in missing.text
         # the submission page's script gets its strings in the reader's language
         assert '"queued": "排隊中"' in zh.text
 
