@@ -99,6 +99,22 @@ def test_each_level_is_decided_when_read_and_a_late_one_gets_the_lesser(course, 
                     ("late", "before"): lesser, ("late", "after"): lesser}
 
 
+@pytest.mark.parametrize("level", ["score", "none"])
+def test_the_staff_see_every_test_and_the_level_the_student_sees(course, store, level):
+    """Before: an instructor opening a student's submission was shown the student's level (a
+    score, or nothing), so the staff could not read the failures they were asked about."""
+    settings = settings_with(course, late=True, feedback_before_due=level, feedback_after_due=level)
+    number = graded(store, LATE)
+    assert shown(submission_view(store.get(number), settings, store, AFTER)) == level
+    staff = submission_view(store.get(number), settings, store, AFTER, staff=True)
+    assert shown(staff) == "tests" and staff["student_feedback_level"] == level
+    headers = {"Authorization": f"Bearer {store.issue_token('prof', instructor=True)}"}
+    with web_app(settings, store, lambda: AFTER) as url, \
+            httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        view = http.get(f"api/submissions/{number}").json()
+    assert shown(view) == "tests" and view["student_feedback_level"] == level
+
+
 @pytest.mark.parametrize("after", FEEDBACK_LEVELS)
 def test_the_api_the_pages_and_submit_show_a_late_submission_at_its_level(course, store, after):
     """After the due date, ``feedback_before_due: score``: a late submission is shown score-only

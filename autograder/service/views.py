@@ -52,7 +52,8 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
                     shown: Callable[[datetime | None], str | None] = human_time) -> dict[str, Any]:
     """What a student may see of one submission now (the policy's feedback level decides, by
     when it is read and when it was received: ``Policy.feedback_level``);
-    ``staff``: also the grader's own words about a fault."""
+    ``staff``: every test whatever the level (the student's level as ``student_feedback_level``),
+    and the grader's own words about a fault."""
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
         "student": row.student, "received_at": iso(row.received_at),
@@ -71,6 +72,8 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
         view["reason"] = row.reason if staff else student_reason(row)
     if row.state == "done":
         level = settings.policy(row.assignment).feedback_level(now, row.received_at)
+        if staff:  # the staff see every test; what the student sees is said beside it
+            view["student_feedback_level"], level = level, "tests"
         view["feedback_level"] = level
         if level in ("tests", "score"):
             view["score"], view["max_score"] = row.score, row.max_score
