@@ -282,3 +282,91 @@ def test_nbgrader_validate_shows_the_zh_tw_message(tmp_path):
     assert "VALIDATION FAILED ON 2 CELL(S)!" in text, text[-3000:]
     assert "AssertionError: contiguous_strides((2, 3, 4))：預期 (12, 4, 1)，實際得到 (1, 2, 6)" in text
     assert "AssertionError: 形狀 (3, 2)、步幅 (1, 3)：預期" in text
+
+
+# --- labels: what a helper, a check's name or an exercise's function puts into a message -------------------
+
+def test_labels_passed_to_a_helper_and_check_names_are_templates(tmp_path):
+    """A phrase passed to a function whose parameter is ``what`` (``_compare(got, want, "...")``) and
+    a ``@hidden_check`` name head the student's message: each is an entry of its own. A name that is
+    one identifier is code (no entry)."""
+    hidden = tmp_path / "autograder" / "hidden"
+    hidden.mkdir(parents=True)
+    (hidden / "toy.py").write_text(
+        'def _compare(got, want, what, *, rtol=1e-5):\n'
+        '    expect(got == want, f"{what}: values differ")\n'
+        'class Runner:\n'
+        '    def run(self, steps, what):\n'
+        '        expect(steps, f"{what}: nothing ran")\n'
+        '@hidden_check("toy seeding")\n'
+        '@hidden_check("patchify")\n'
+        'def check(rng):\n'
+        '    _compare(1, 2, "AdaGrad with small gradients")\n'
+        '    _compare(1, 2, f"toy(x of shape {shape})")\n'
+        '    Runner().run(3, "a run on the GPU")\n'
+        '    _run(1, what=f"{device} with a loss scale")\n'
+        'def _run(x, *, what):\n'
+        '    expect(x, f"{what}: failed")\n', encoding="utf-8")
+    english = {t.english for t in templates(tmp_path)}
+    assert {"toy seeding", "AdaGrad with small gradients", "toy(x of shape {shape})",
+            "a run on the GPU", "{device} with a loss scale"} <= english
+    assert "patchify" not in english
+    found = {t.english for t in templates(ROOT)}
+    assert {"split_heads on a 2-D x", "patchify on a 3-D image", "AdaGrad on the GPU",
+            "get_batch reads only what it needs", "train_step_mixed on the GPU",
+            "AdaGrad(params, lr={lr:.3g}, eps={eps:.3g}) with small gradients",
+            "train_step_mixed(..., autocast_dtype=torch.bfloat16) on {device.type}"} <= found
+    assert not {"patchify", "mfu", "get_batch"} & found
+
+
+def test_english_a_visible_message_shows_in_a_field_has_an_entry(tmp_path):
+    """``{x or 'defaults'}`` and a function of the exercise whose result a message shows
+    (``describe_scaler``: "disabled GradScaler"): each English text is a message of its own."""
+    found = {t.english for t in templates(ROOT)}
+    assert {"enabled GradScaler", "disabled GradScaler"} <= found
+    assert any(e.startswith("AdaGrad(defaults) after {len(_grads)} steps") for e in found)
+    assert translate("float16 needs an enabled torch.amp.GradScaler, got disabled GradScaler", LANGUAGE) \
+        == "float16 需要一個啟用的 torch.amp.GradScaler，實際得到 GradScaler（已停用）"
+    defaults = translate("AdaGrad(defaults) after 4 steps (one with .grad None): expected [1.0] like "
+                         "torch.optim.Adagrad, got [2.0]. With eps=0.5 a wrong eps placement (inside "
+                         "the square root) shows up clearly.", LANGUAGE)
+    assert defaults.startswith("使用預設參數的 AdaGrad 經過 4 步") and "defaults" not in defaults
+    hook = kernel_hook(source_path("06_mixed_precision", course_root=ROOT), LANGUAGE, ROOT)
+    assert hook and "'GradScaler（已停用）'" in hook
+    hook = kernel_hook(source_path("04_adagrad", course_root=ROOT), LANGUAGE, ROOT)
+    assert hook and "使用預設參數的 AdaGrad" in hook
+
+
+@pytest.mark.parametrize(("english", "chinese"), [
+    ("get_batch reads only what it needs: get_batch(a 10**12-token memmap, 7, 62, 'cpu'): x should be "
+     "int64 (what embedding layers and cross_entropy expect), got torch.int32 [seed 7]",
+     "get_batch 只讀取需要的部分：get_batch(一個 10**12 個詞元的 memmap, 7, 62, 'cpu')：x 應該是 int64"
+     "（嵌入層與 cross_entropy 要求的型別），實際得到 torch.int32〔種子 7〕"),
+    ("split_heads: split_heads on a 2-D x should raise jaxtyping's TypeCheckError (keep "
+     "@jaxtyped(typechecker=beartype) and the annotations), but it returned a result [seed 1]",
+     "split_heads：以 2 維的 x 呼叫 split_heads 應該引發 jaxtyping 的 TypeCheckError（請保留 "
+     "@jaxtyped(typechecker=beartype) 與型別註記），它卻傳回了結果〔種子 1〕"),
+    # a shape's commas inside the label: the fields keep their order and what lies between them
+    ("split_heads: split_heads(x of shape (2, 5, 12), 3): shape: expected (2, 3, 5, 4), got (2, 5, 3, 4) "
+     "[seed 1]",
+     "split_heads：split_heads(x 的形狀為 (2, 5, 12), 3) 的形狀：預期 (2, 3, 5, 4)，實際得到 (2, 5, 3, 4)〔種子 1〕"),
+    ("train_step_mixed (bfloat16): train_step_mixed(..., autocast_dtype=torch.bfloat16) on cpu, step 2: "
+     "optimizer state is torch.bfloat16, expected float32 [seed 2]",
+     "train_step_mixed (bfloat16)：train_step_mixed(..., autocast_dtype=torch.bfloat16)，裝置為 cpu，第 2 步："
+     "最佳化器狀態是 torch.bfloat16，預期 float32〔種子 2〕"),
+    # a label with brackets also fits "{what}[{key!r}]: expected ...": the reading that leaves no
+    # English wins, and no space is left between the label's closing ） and 必須
+    ("training_memory_bytes: training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
+     "bytes_per_value=4) [parameters 10, activations 24, gradients 10, optimizer state 20 values]: "
+     "expected 256, got 200 [seed 1]",
+     "training_memory_bytes：training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
+     "bytes_per_value=4)（數值個數：參數 10、活化值 24、梯度 10、最佳化器狀態 20）：預期 256，實際得到 200〔種子 1〕"),
+    ("training_memory_bytes: training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
+     "bytes_per_value=4) [parameters 10, activations 24, gradients 10, optimizer state 20 values] must "
+     "return an int, got float 256.0 [seed 1]",
+     "training_memory_bytes：training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
+     "bytes_per_value=4)（數值個數：參數 10、活化值 24、梯度 10、最佳化器狀態 20）必須傳回 int，實際得到 float "
+     "256.0〔種子 1〕"),
+])
+def test_a_label_in_a_hidden_failure_reads_in_zh_tw(english, chinese):
+    assert translate(english, LANGUAGE) == chinese

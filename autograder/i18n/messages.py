@@ -4,10 +4,17 @@ The English is never typed twice: the templates are read with ``ast`` from where
 
     autograder/hidden/*.py     the message argument of ``expect(cond, msg)``, ``AssertionError(msg)``,
                                ``HiddenCheckFailed(msg)`` and the ``what`` of ``expect_equal`` (and
-                               what is assigned to a name ``message``/``what``), f-strings included
+                               what is assigned to a name ``message``/``what``), f-strings included;
+                               the name of a ``@hidden_check`` (it heads each of its messages) and
+                               the label passed to any function of the module that takes a ``what``
+                               (``_compare(got, want, "AdaGrad(params) with small gradients")``); a
+                               label that is one identifier is code
     solutions/*/*.py           ``assert cond, msg`` (and ``AssertionError(msg)``) in the grade cells,
                                and the text of their ``print`` calls (shown in the zh-TW notebook
-                               through the same hook)
+                               through the same hook); the English a field can show as it is
+                               (``{kwargs or 'defaults'}``: the message with "defaults" in it) and
+                               what a function of the exercise returns where a field shows its
+                               result (``describe_scaler``: "disabled GradScaler")
     autograder/reports/feedback_misconception.py   the ``message`` naming a misconception in feedback, and
     catalogue/misconceptions.json          the misconception names it shows (the signature table's)
 
@@ -16,9 +23,9 @@ A template whose text is code alone (``contiguous_strides({shape})``) needs no t
 left out. One entry per template; its ``msgctxt`` is ``test message <sha256[:12]>`` of the English.
 
 ``translate(message, language)`` matches a message against the templates as patterns (the longest
-literal text first); placeholders keep what they held, each translated in turn (a hint inside a
-message: ``{what}: {message} [seed {used_seed}]``). A message no template matches comes back as it
-is, never mangled. Grades never depend on it: it only changes what a message *shows*
+literal text first; of two that match, the one that leaves less English); placeholders keep what
+they held, each translated in turn (a hint inside a message: ``{what}: {message} [seed {used_seed}]``).
+A message no template matches comes back as it is, never mangled. Grades never depend on it: it only changes what a message *shows*
 (``autograder.reports.feedback``'s ``TranslateTestMessages``; ``kernel_hook`` in the zh-TW notebooks).
 
 ``check(language)`` reports entries missing, stale (their template is gone), untranslated, fuzzy, or
@@ -47,9 +54,13 @@ from autograder.i18n import LANGUAGES, LOCALES_DIR
 HIDDEN_GLOB = "autograder/hidden/*.py"
 CATALOGUE = "messages.po"
 CONTEXT = "test message "
-# call name -> index of its message argument
-MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expect_equal": 2}
+# call name -> index of its message argument (``hidden_check``'s is the name that heads every
+# failure message of its check: "get_batch seeding: ...")
+MESSAGE_CALLS = {"expect": 1, "AssertionError": 0, "HiddenCheckFailed": 0, "expect_equal": 2,
+                 "hidden_check": 0}
 MESSAGE_KEYWORDS = frozenset({"message", "msg", "what"})
+# a function of the same code with a parameter of one of these names puts that argument into a
+# message of its own: a label ("AdaGrad(params) with small gradients" into ``_compare``'s "{what}: ...")
 MESSAGE_NAMES = frozenset({"message", "what", "where"})
 EXTRA = ("check failed",)  # _base.hidden_check's message for an AssertionError without one
 FEEDBACK_SOURCE = "autograder/reports/feedback_misconception.py"
@@ -124,7 +135,14 @@ def _templates(node: ast.AST | None) -> list[tuple[tuple[str, bool], ...]]:
         parts = [(str(v.value), False) if isinstance(v, ast.Constant) else
                  (_field(v) if isinstance(v, ast.FormattedValue) else "{" + ast.unparse(v) + "}", True)
                  for v in node.values if not (isinstance(v, ast.Constant) and not v.value)]
-        return [tuple(parts)] if parts else []
+        if not parts:
+            return []
+        found = [tuple(parts)]
+        values = [v for v in node.values if not (isinstance(v, ast.Constant) and not v.value)]
+        for n, value in enumerate(values):  # "{_kwargs or 'defaults'}": the message it shows with
+            for word in _shown_words(value):  # "defaults" is a message of its own
+                found.append(_merged(parts[:n] + [(word, False)] + parts[n + 1:]))
+        return found
     if isinstance(node, ast.BoolOp):
         return [t for value in node.values for t in _templates(value)]
     if isinstance(node, ast.IfExp):
@@ -132,9 +150,48 @@ def _templates(node: ast.AST | None) -> list[tuple[tuple[str, bool], ...]]:
     return []
 
 
+def _shown_words(value: ast.AST) -> list[str]:
+    """The English a field shows as it is: the string constants of ``x or 'defaults'`` or
+    ``a if c else 'none'`` (not a format spec, not a call's arguments)."""
+    if not isinstance(value, ast.FormattedValue) or not isinstance(value.value, ast.BoolOp | ast.IfExp):
+        return []
+    expr = value.value
+    options = expr.values if isinstance(expr, ast.BoolOp) else [expr.body, expr.orelse]
+    return [o.value for o in options if isinstance(o, ast.Constant) and isinstance(o.value, str)
+            and re.search(r"[A-Za-z]{2}", o.value)]
+
+
+def _merged(parts: list[tuple[str, bool]]) -> tuple[tuple[str, bool], ...]:
+    """``parts`` with neighbouring literal texts joined into one."""
+    out: list[tuple[str, bool]] = []
+    for text, is_field in parts:
+        if out and not is_field and not out[-1][1]:
+            out[-1] = (out[-1][0] + text, False)
+        else:
+            out.append((text, is_field))
+    return tuple(out)
+
+
 def _name(func: ast.AST) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
         else None
+
+
+def label_helpers(tree: ast.AST) -> dict[str, int | None]:
+    """The functions ``tree`` defines that take a message or a label (a parameter named as in
+    ``MESSAGE_KEYWORDS``): name -> the index of that positional argument at a call (``self`` left
+    out; None where it is keyword-only). What a call passes there is shown to the student."""
+    found: dict[str, int | None] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+            offset = 1 if params[:1] in (["self"], ["cls"]) else 0
+            named = [n for n, param in enumerate(params) if param in MESSAGE_KEYWORDS and n >= offset]
+            if named:
+                found[fn.name] = named[0] - offset
+            elif any(a.arg in MESSAGE_KEYWORDS for a in fn.args.kwonlyargs):
+                found[fn.name] = None
+    return found
 
 
 def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool = False,
@@ -146,21 +203,25 @@ def code_templates(code: str, where: str, first_line: int = 1, *, asserts: bool 
     except SyntaxError:
         return []
     found: list[Template] = []
+    calls = {**label_helpers(tree), **MESSAGE_CALLS}
 
-    def add(node: ast.AST | None, line: int) -> None:
-        found.extend(Template(parts, (where, first_line + line - 1)) for parts in _templates(node))
+    def add(node: ast.AST | None, line: int, *, label: bool = False) -> None:
+        found.extend(Template(parts, (where, first_line + line - 1)) for parts in _templates(node)
+                     if not (label and re.fullmatch(r"[A-Za-z_]\w*", "".join(t for t, _ in parts))))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and asserts:
             add(node.msg, node.lineno)
         elif prints and isinstance(node, ast.Call) and _name(node.func) == "print" and node.args:
             add(node.args[0], node.lineno)
-        elif isinstance(node, ast.Call) and _name(node.func) in MESSAGE_CALLS:
-            index = MESSAGE_CALLS[_name(node.func) or ""]
-            add(node.args[index] if len(node.args) > index else None, node.lineno)
+        elif isinstance(node, ast.Call) and _name(node.func) in calls:
+            index = calls[_name(node.func) or ""]
+            label = _name(node.func) not in MESSAGE_CALLS or _name(node.func) == "hidden_check"
+            add(node.args[index] if index is not None and len(node.args) > index else None, node.lineno,
+                label=label)  # a label that is one name is code ("patchify", a check's function)
             for keyword in node.keywords:
                 if keyword.arg in MESSAGE_KEYWORDS:
-                    add(keyword.value, node.lineno)
+                    add(keyword.value, node.lineno, label=label)
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in MESSAGE_NAMES
                                                   for t in node.targets):
             add(node.value, node.lineno)
@@ -213,16 +274,51 @@ def fragments(code: str, where: str) -> list[tuple[str, str]]:
     return found
 
 
+def shown_returns(cells: list, messages: list[Template], where: str) -> list[Template]:
+    """The texts a function of the exercise's own cells returns (``describe_scaler``: "disabled
+    GradScaler") where a message of ``messages`` shows its result in a field: each a message of its
+    own, so that the field's value is translated too."""
+    called = set()
+    for template in messages:
+        for field in template.fields:
+            try:
+                tree = ast.parse(field[1:-1].split("!")[0], mode="eval")
+            except SyntaxError:
+                continue
+            called |= {_name(c.func) for c in ast.walk(tree) if isinstance(c, ast.Call)}
+    found: list[Template] = []
+    for cell in cells:
+        if cell.kind != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in called:
+                found += [Template(parts, (where, cell.line + node.lineno - 1)) for node in ast.walk(fn)
+                          if isinstance(node, ast.Return) for parts in _templates(node.value)]
+    return found
+
+
+def _grade_templates(assignment_source: Path, where: str, *, hidden: bool) -> list[Template]:
+    """The templates of the grade cells of one exercise source (the hidden region too or left out)
+    and the texts of its functions they show (``shown_returns``)."""
+    cells = read_source_cells(assignment_source)
+    found: list[Template] = []
+    for cell in cells:
+        if cell.kind == "code" and cell.meta.get("grade"):
+            code = cell.source if hidden else "\n".join(  # blank: lines keep numbers
+                "" if region == "hidden test" else line
+                for _, line, region in regions(cell.source.split("\n")))
+            found += code_templates(code, where, cell.line, asserts=True, prints=True)
+    return found + shown_returns(cells, found, where)
+
+
 def visible_templates(assignment_source: Path, where: str) -> list[Template]:
     """The templates of the visible tests of one exercise source (its grade cells, hidden region
     left out): what a student's own kernel can show."""
-    found: list[Template] = []
-    for cell in read_source_cells(assignment_source):
-        if cell.kind == "code" and cell.meta.get("grade"):
-            code = "\n".join("" if region == "hidden test" else line  # blank: lines keep numbers
-                             for _, line, region in regions(cell.source.split("\n")))
-            found += code_templates(code, where, cell.line, asserts=True, prints=True)
-    return found
+    return _grade_templates(assignment_source, where, hidden=False)
 
 
 def misconception_names(root: Path) -> list[str]:
@@ -260,10 +356,7 @@ def templates(root: Path | None = None) -> list[Template]:
     for path in sorted(root.glob(HIDDEN_GLOB)):
         found += code_templates(path.read_text(encoding="utf-8"), path.relative_to(root).as_posix())
     for path in sorted(root.glob(SOURCES_GLOB)):
-        rel = path.relative_to(root).as_posix()
-        for cell in read_source_cells(path):
-            if cell.kind == "code" and cell.meta.get("grade"):
-                found += code_templates(cell.source, rel, cell.line, asserts=True, prints=True)
+        found += _grade_templates(path, path.relative_to(root).as_posix(), hidden=True)
     for path in sorted(root.glob(SOURCES_GLOB)):  # what ForbiddenAPI says where a rule removes code
         from autograder import forbidden
 
@@ -446,19 +539,56 @@ def language_code(tag: str | None) -> str | None:
     return None
 
 
+def _english_words(text: str) -> int:
+    """How many English words of running text ``text`` still shows (``Template.prose``'s words)."""
+    return len(_WORD.findall(_QUOTED.sub(" ", text)))
+
+
 def translate(message: str, language: str | None, root: Path | None = None, *, _depth: int = 0) -> str:
-    """``message`` in ``language`` (a gettext code or a tag), or as it is (module docstring)."""
+    """``message`` in ``language`` (a gettext code or a tag), or as it is (module docstring).
+
+    The first template that matches, in ``_rules``' order, unless a later one that matches too leaves
+    fewer English words: a label holding brackets ("... [parameters 10, ...]: expected 256, got 200")
+    also fits ``{what}[{key!r}]: expected ...``, which would cut the label in two."""
     code = language_code(language)
     if not code or _depth > 8 or not message:
         return message
-    for rule in _table(code, str(Path(root or package_root()).resolve())):
+    return _translate(message, code, str(Path(root or package_root()).resolve()), _depth)
+
+
+_WIDE = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK and full-width punctuation
+
+
+def _joined(parts: list[tuple[str, bool]]) -> str:
+    """A translation's parts put together, without the space that a field's value, translated into
+    Chinese, leaves between two Chinese characters (「（已停用） 必須」: the space of "{what} 必須"
+    is there for a Latin name)."""
+    out = ""
+    for n, (text, is_field) in enumerate(parts):
+        after_field = n > 0 and parts[n - 1][1]
+        if is_field and re.match(f"[{_WIDE}]", text) and re.search(f"[{_WIDE}] $", out):
+            out = out[:-1]  # "實際得到 {x}" with a Chinese x
+        elif after_field and re.search(f"[{_WIDE}]$", out) and re.match(f" [{_WIDE}]", text):
+            text = text[1:]  # "{what} 必須" with a what that ends in Chinese
+        out += text
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _translate(message: str, code: str, root: str, depth: int) -> str:
+    best: tuple[int, str] | None = None
+    for rule in _table(code, root):
         match = rule.pattern.fullmatch(message)
         if match is None:
             continue
-        values = {name: translate(value, code, root, _depth=_depth + 1)
+        values = {name: translate(value, code, Path(root), _depth=depth + 1)
                   for name, value in zip(rule.fields, match.groups(), strict=True)}
-        return "".join(values.get(text, text) if is_field else text for text, is_field in rule.target)
-    return message
+        shown = _joined([(values.get(text, text), is_field) for text, is_field in rule.target])
+        if best is None or _english_words(shown) < best[0]:
+            best = (_english_words(shown), shown)
+        if best[0] == 0:
+            break
+    return best[1] if best else message
 
 
 NOTEBOOK_KEY = "course"  # a translated release's ``metadata.course.language`` (autograder.authoring.release)
