@@ -360,12 +360,12 @@ def test_english_a_visible_message_shows_in_a_field_has_an_entry(tmp_path):
      "bytes_per_value=4) [parameters 10, activations 24, gradients 10, optimizer state 20 values]: "
      "expected 256, got 200 [seed 1]",
      "training_memory_bytes：training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
-     "bytes_per_value=4)（數值個數：參數 10、活化值 24、梯度 10、最佳化器狀態 20）：預期 256，實際得到 200〔種子 1〕"),
+     "bytes_per_value=4)（參數 10 個、活化值 24 個、梯度 10 個、最佳化器狀態 20 個數值）：預期 256，實際得到 200〔種子 1〕"),
     ("training_memory_bytes: training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
      "bytes_per_value=4) [parameters 10, activations 24, gradients 10, optimizer state 20 values] must "
      "return an int, got float 256.0 [seed 1]",
      "training_memory_bytes：training_memory_bytes(d=3, num_layers=2, batch=4, optimizer='adam', "
-     "bytes_per_value=4)（數值個數：參數 10、活化值 24、梯度 10、最佳化器狀態 20）必須傳回 int，實際得到 float "
+     "bytes_per_value=4)（參數 10 個、活化值 24 個、梯度 10 個、最佳化器狀態 20 個數值）必須傳回 int，實際得到 float "
      "256.0〔種子 1〕"),
 ])
 def test_a_label_in_a_hidden_failure_reads_in_zh_tw(english, chinese):
