@@ -12,8 +12,15 @@ For a translated edition (``language`` other than English) it also
 - puts ``_ext/locales/<language>/LC_MESSAGES/sphinx.po`` ahead of pydata-sphinx-theme's entries
   ("On this page": its zh catalogue is Simplified; "Color mode": it has none);
 - sets the strings that are settings rather than catalogue entries (``THEME_SETTINGS``): the search
-  box's "Search this book..." (Jupyter Book's ``search_bar_text``) and myst-nb's "Show code cell
-  content" / "Hide code cell content" buttons;
+  box's "Search this book..." (Jupyter Book's ``search_bar_text``), myst-nb's "Show code cell
+  content" / "Hide code cell content" buttons and sphinx-togglebutton's "Click to show" / "Click to
+  hide" hints;
+- translates the attributes written in English with no catalogue behind them (``HARD_CODED``): the
+  sidebar toggles' tooltips (sphinx-book-theme's ``components/toggle-*-sidebar.html``), the
+  ``aria-label`` of the two tables of contents (its ``sbt-sidebar-nav.html`` and ``layout.html``) and
+  of myst-nb's hidden-cell ``<summary>``, the launch buttons' logo ``alt``. Each page's HTML is
+  rewritten as the builder renders it (exact ``attribute="English"``, so no prose is touched);
+  overriding the templates instead would copy them and drift from the theme's next version.
 - resolves a relative ``html_search_options["dict"]`` (the jieba user dictionary the Chinese search
   segments with) against the book's folder, so the build works from any working directory;
 - replaces Sphinx's Chinese search language by one that also indexes each dictionary word wherever
@@ -45,7 +52,21 @@ THEME_CATALOGUE = "booktheme"
 # English word, so the edition's text has none)
 THEME_SETTINGS = {
     "zh_TW": {"search_bar_text": "搜尋本書……", "nb_code_prompt_show": "顯示程式碼儲存格",
-              "nb_code_prompt_hide": "隱藏程式碼儲存格"},
+              "nb_code_prompt_hide": "隱藏程式碼儲存格", "togglebutton_hint": "點選以顯示",
+              "togglebutton_hint_hide": "點選以隱藏"},
+}
+# (attribute, English) -> the edition's text, for what the themes write into each page hard-coded: a
+# screen reader's labels and the tooltips, never a catalogue's message (module docstring)
+HARD_CODED = {
+    "zh_TW": {
+        ("title", "Toggle primary sidebar"): "顯示或隱藏網站導覽",
+        ("title", "Toggle secondary sidebar"): "顯示或隱藏本頁目錄",
+        ("aria-label", "Main"): "主要導覽",
+        ("aria-label", "Page"): "本頁目錄",
+        ("aria-label", "Toggle hidden content"): "顯示或隱藏內容",
+        ("alt", "JupyterHub logo"): "JupyterHub 標誌",
+        ("alt", "Colab logo"): "Colab 標誌",
+    },
 }
 
 
@@ -96,9 +117,11 @@ def translated_edition(app, config):
     if "search_bar_text" in settings:
         config.html_theme_options = {**(config.html_theme_options or {}),
                                      "search_bar_text": settings["search_bar_text"]}
-    for name in ("nb_code_prompt_show", "nb_code_prompt_hide"):
+    for name in ("nb_code_prompt_show", "nb_code_prompt_hide", "togglebutton_hint", "togglebutton_hint_hide"):
         if name in settings and name in config:
             setattr(config, name, settings[name])
+    if not config.language_switch_hard_coded:
+        config.language_switch_hard_coded = dict(hard_coded_replacements(language))
     compiled = compile_theme_catalogue(language, Path(app.doctreedir) / "theme-locales")
     if compiled is not None:
         app.add_message_catalog(THEME_CATALOGUE, str(compiled))
@@ -131,6 +154,30 @@ def prefer_edition_strings(app) -> None:
             translator._catalog.update({k: v for k, v in ours._catalog.items() if k})  # noqa: SLF001
 
 
+def hard_coded_replacements(language: str) -> list[tuple[str, str]]:
+    """``attribute="English"`` -> ``attribute="text"`` for each of the edition's ``HARD_CODED``."""
+    return [(f'{attribute}="{escape(english)}"', f'{attribute}="{escape(text)}"')
+            for (attribute, english), text in HARD_CODED.get(language, {}).items()]
+
+
+def translate_hard_coded(app) -> None:
+    """A translated edition: each page the HTML builder renders, with ``HARD_CODED`` translated (the
+    config value ``language_switch_hard_coded``, so a changed table re-renders every page)."""
+    replacements = list(app.config.language_switch_hard_coded.items())
+    templates = getattr(app.builder, "templates", None)
+    if not replacements or templates is None:
+        return
+    render = templates.render
+
+    def render_translated(template: str, context: dict) -> str:
+        output = render(template, context)
+        for english, text in replacements:
+            output = output.replace(english, text)
+        return output
+
+    templates.render = render_translated
+
+
 def search_language():
     """Sphinx's ``SearchChinese`` that also indexes the user dictionary's words inside longer tokens."""
     from sphinx.search.zh import SearchChinese
@@ -159,7 +206,10 @@ def setup(app):
         pass
     app.add_config_value("language_switch", None, "html")
     app.add_config_value("language_switch_own_pages", [], "html")
-    app.connect("config-inited", translated_edition)
+    app.add_config_value("language_switch_hard_coded", {}, "html")  # HARD_CODED, as attribute="..." pairs
+    # before sphinx-togglebutton's own config-inited handler, which writes its hints into the pages' JS
+    app.connect("config-inited", translated_edition, priority=400)
     app.connect("builder-inited", prefer_edition_strings)
+    app.connect("builder-inited", translate_hard_coded)
     app.connect("html-page-context", add_switch)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

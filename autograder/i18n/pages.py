@@ -40,6 +40,7 @@ NOTES_DIR = "notes"  # locales/<lang>/notes/<page>.md: text of this edition only
 TERMINOLOGY = "terminology"  # the glossary as a page of this edition only
 SEARCH_DICTIONARY = "search-dictionary.txt"
 FIGURE_TRANSLATIONS = "figure-translations.json"  # figures.po as a table for _ext/figure_i18n.py
+LABEL = "label"  # glossary.tsv option: a page label, checked but not on the terminology page
 SEARCH_TERMS = "search-terms.txt"  # locales/<lang>/: compounds to keep whole that no rule above finds
 LINK_QUOTES = {"zh_TW": "〈〉"}  # a {doc} link in a sentence is a title: 這正是〈先在餐巾紙上算一算〉一開始用的數字
 _CJK = "\u3400-\u9fff"
@@ -177,10 +178,26 @@ def _translated_toc(language: str, root: Path) -> str:
 
 def _glossary(language: str, root: Path) -> list:
     """The glossary's terms (none for a course without this language's glossary)."""
-    from autograder.i18n.checks import glossary_path, read_terms
+    return [term for term, _ in _glossary_lines(language, root)]
+
+
+def _glossary_lines(language: str, root: Path) -> list[tuple]:
+    """Each glossary term and whether its line carries the option ``label``: a label of the pages (a
+    heading, a link's lead-in such as "Check yourself" or "Next:") that the checks hold to one
+    rendering but that is no term a reader looks up, so the 中英術語對照 page leaves it out. The option
+    is taken off before the line is parsed, so the page honours it whether or not the checks know it."""
+    from autograder.i18n.checks import Term, glossary_path
 
     path = glossary_path(language, root)
-    return read_terms(path) if path.is_file() else []
+    found = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        if not line.strip() or line.startswith("#"):
+            continue
+        english, target, *rest = line.split("\t")
+        options = [o.strip() for o in (rest[0] if rest else "").split(";") if o.strip()]
+        kept = "; ".join(o for o in options if o != LABEL)
+        found.append((Term.parse(f"{english}\t{target}\t{kept}"), LABEL in options))
+    return found
 
 
 def search_words(language: str, root: Path) -> list[str]:
@@ -202,9 +219,11 @@ def search_words(language: str, root: Path) -> list[str]:
 def terminology_page(language: str, root: Path) -> str:
     """The 中英術語對照 page, written for a reader: one row per glossary term, the English, the word
     this edition uses and, where there is one, the form its first use on a page takes (the renderings
-    a term replaced are for maintainers: they stay in ``glossary.tsv``)."""
+    a term replaced are for maintainers: they stay in ``glossary.tsv``; so do the page labels, lines
+    with the option ``label``)."""
     rows = []
-    for term in sorted(_glossary(language, root), key=lambda t: t.english.lower()):
+    terms = [term for term, label in _glossary_lines(language, root) if not label]
+    for term in sorted(terms, key=lambda t: t.english.lower()):
         first = f"{term.target}（{term.first}）" if term.first else ""
         rows.append(f"| {term.english} | {term.target} | {first} |")
     return "\n".join([
@@ -212,7 +231,7 @@ def terminology_page(language: str, root: Path) -> str:
         "讀英文資料、論文或 PyTorch 文件時，可以用這張表找到本書中文用語對應的英文。每個術語在所有頁面與練習中"
         "只用一種譯法；標有「首次出現」寫法的術語，在每一頁第一次出現時都附上英文（或中文說明）。"
         "程式碼中的識別字一律不翻譯。", "",
-        "| English | 本版用語 | 首次出現 |", "| --- | --- | --- |", *rows, ""])
+        "| 英文 | 本版用語 | 首次出現 |", "| --- | --- | --- |", *rows, ""])
 
 
 def _with_note(text: str, note: Path) -> str:
