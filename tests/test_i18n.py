@@ -407,8 +407,8 @@ def test_search_dictionary_and_terminology_page():
     assert all(" " not in w and not w.isascii() for w in words)
     page = terminology_page(LANGUAGE, ROOT)
     assert page.startswith("# 中英術語對照\n")
-    for term in TERMS:
-        assert f"| {term.english} | {term.target} |" in page
+    for term in TERMS:  # a page label (glossary option label) is held to one rendering, not listed
+        assert (f"| {term.english} | {term.target} |" in page) is not term.label, term.english
     files, _ = book_files(LANGUAGE, ROOT, cache="_build/.jupyter_cache")
     assert f"{TERMINOLOGY}.md" in files and files[SEARCH_DICTIONARY].decode("utf-8").split() == words
     assert f"- file: {TERMINOLOGY}" in files["_toc.yml"].decode("utf-8").splitlines()[-1]

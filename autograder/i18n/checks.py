@@ -94,6 +94,7 @@ class Term:
     reserved: bool = False  # the target only where the English has the term
     first: str | None = None  # the gloss its first use on a page carries in （…）
     retired: tuple[str, ...] = ()  # renderings replaced by the target
+    label: bool = False  # a label of the pages ("Check yourself"), not on the terminology page
 
     @classmethod
     def parse(cls, line: str) -> Term:
@@ -102,7 +103,7 @@ class Term:
         for option in (o.strip() for o in (rest[0] if rest else "").split(";") if o.strip()):
             key, _, value = option.partition("=")
             key = key.strip()
-            if key in ("soft", "reserved"):
+            if key in ("soft", "reserved", "label"):
                 options[key] = True
             elif key == "first":
                 options["first"] = value.strip() or english

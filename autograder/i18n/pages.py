@@ -40,7 +40,6 @@ NOTES_DIR = "notes"  # locales/<lang>/notes/<page>.md: text of this edition only
 TERMINOLOGY = "terminology"  # the glossary as a page of this edition only
 SEARCH_DICTIONARY = "search-dictionary.txt"
 FIGURE_TRANSLATIONS = "figure-translations.json"  # figures.po as a table for _ext/figure_i18n.py
-LABEL = "label"  # glossary.tsv option: a page label, checked but not on the terminology page
 SEARCH_TERMS = "search-terms.txt"  # locales/<lang>/: compounds to keep whole that no rule above finds
 LINK_QUOTES = {"zh_TW": "〈〉"}  # a {doc} link in a sentence is a title: 這正是〈先在餐巾紙上算一算〉一開始用的數字
 _CJK = "\u3400-\u9fff"
@@ -184,20 +183,13 @@ def _glossary(language: str, root: Path) -> list:
 def _glossary_lines(language: str, root: Path) -> list[tuple]:
     """Each glossary term and whether its line carries the option ``label``: a label of the pages (a
     heading, a link's lead-in such as "Check yourself" or "Next:") that the checks hold to one
-    rendering but that is no term a reader looks up, so the 中英術語對照 page leaves it out. The option
-    is taken off before the line is parsed, so the page honours it whether or not the checks know it."""
+    rendering but that is no term a reader looks up, so the 中英術語對照 page leaves it out."""
     from autograder.i18n.checks import Term, glossary_path
 
     path = glossary_path(language, root)
-    found = []
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        if not line.strip() or line.startswith("#"):
-            continue
-        english, target, *rest = line.split("\t")
-        options = [o.strip() for o in (rest[0] if rest else "").split(";") if o.strip()]
-        kept = "; ".join(o for o in options if o != LABEL)
-        found.append((Term.parse(f"{english}\t{target}\t{kept}"), LABEL in options))
-    return found
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    terms = [Term.parse(line) for line in lines if line.strip() and not line.startswith("#")]
+    return [(term, term.label) for term in terms]
 
 
 def search_words(language: str, root: Path) -> list[str]:
