@@ -195,7 +195,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                 reasons += [f"{nb_run.name}.ipynb: {r}" for r in nb_reasons]
                 review = _for_manual_review(gb, nb, nb_run, assignment=assignment, student=student)
                 if review:
-                    reasons.append(f"{nb_run.name}.ipynb: {NEEDS_REVIEW}: the notebook's process died "
+                    reasons.append(f"{nb_run.name}.ipynb: needs review: the notebook's process died "
                                    f"before {', '.join(review)} ran; flagged for manual grading "
                                    "(formgrader), 0 points until then")
                 unrun = not_run_cells(nb.cells)  # NeedsGPU: the machine's, not the student's
@@ -216,9 +216,7 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
             penalty = 0.0
             if found.total_seconds_late > 0:  # nbgrader's AssignLatePenalties decided the penalty
                 penalty = float(found.late_submission_penalty or 0)
-                reasons.append(f"late by {_duration(found.total_seconds_late)}" + (
-                    f": late penalty {penalty:g} (grade of record {score - penalty:g}/"
-                    f"{max_score:g})" if penalty else ": no penalty"))
+                reasons.append(late_notice(found.total_seconds_late, penalty, score, max_score))
             digests = dict(submission.digests)
             if submission.only is not None:  # --notebook: the others keep the digest they were graded at
                 kept = graded_digests(submission.final) or {}
@@ -242,15 +240,36 @@ def record_submission(course: Course, steps: AutogradeSteps, gb: Gradebook, subm
                             late_penalty=penalty)
 
 
-def _duration(seconds: float) -> str:
+def late_notice(seconds: float, penalty: float, score: float, max_score: float) -> str:
+    """How late a submission was and what it cost, one whole sentence per unit and case (each a
+    catalogue entry, ``autograder.i18n.messages.REASON_SOURCES``): minutes under an hour, hours under
+    two days, else days."""
+    record = score - penalty
     if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} days"
+        minutes = seconds / 60
+        if penalty:
+            return (f"late by {minutes:.0f} min: late penalty {penalty:g} (grade of record "
+                    f"{record:g}/{max_score:g})")
+        return f"late by {minutes:.0f} min: no penalty"
+    if seconds < 2 * 86400:
+        hours = seconds / 3600
+        if penalty:
+            return (f"late by {hours:.1f} h: late penalty {penalty:g} (grade of record "
+                    f"{record:g}/{max_score:g})")
+        return f"late by {hours:.1f} h: no penalty"
+    days = seconds / 86400
+    if penalty:
+        return (f"late by {days:.1f} days: late penalty {penalty:g} (grade of record "
+                f"{record:g}/{max_score:g})")
+    return f"late by {days:.1f} days: no penalty"
 
 
 def not_run_problem(cells: int) -> str:
-    """The problems column's entry for a submission with grade cells this machine did not run."""
-    return f"{NOT_RUN_REASON} ({cells} check{'s' if cells != 1 else ''})"
+    """The problems column's entry for a submission with grade cells this machine did not run
+    (``NOT_RUN_REASON`` and a count; one sentence each for one check and for several)."""
+    if cells == 1:
+        return "not run: no GPU (1 check)"
+    return f"not run: no GPU ({cells} checks)"
 
 
 NEEDS_REVIEW = "needs review"

@@ -68,7 +68,21 @@ MISCONCEPTION_TABLE = "catalogue/misconceptions.json"  # autograder.reports.misc
 # the feedback service's student pages: every ``_("...")`` (one whole sentence, ``{field}``
 # placeholders filled in after translation: autograder.service.language)
 SERVICE_PAGES = ("autograder/service/handlers.py", "autograder/service/pages.py",
-                 "autograder/service/templates/*.html")
+                 "autograder/service/client.py", "autograder/service/templates/*.html")
+# the reasons a student reads in the service (a refused upload, why a submission waits or was not
+# graded, the notices beside a grade): stored and logged in English, shown in the reader's language
+# (``autograder.service.language.reason``, through ``translate``). Read from each file: the message
+# of ``Refused(status, msg)``, ``GraderFault(msg)``, ``_error(status, msg)``, ``_kill(ename, msg)``,
+# ``CellTimeoutError(msg)``; what is assigned to ``why``, ``then``, ``reason``, ``evalue``, ``GRADER_ERROR...`` or an
+# attribute ``.reason``; what is appended or added to ``reasons``; with True, what a function returns
+REASON_SOURCES = {"autograder/service/intake.py": True, "autograder/service/views.py": True,
+                  "autograder/service/handlers.py": True, "autograder/service/policy.py": False,
+                  "autograder/service/api.py": False, "autograder/grading/record.py": True,
+                  "autograder/grading/execute/forkserver.py": False,
+                  "autograder/sandbox/inside/shell.py": False}
+REASON_CALLS = {"Refused": 1, "GraderFault": 0, "_error": 1, "_kill": 1, "CellTimeoutError": 0}
+REASON_NAMES = frozenset({"why", "then", "reason", "evalue", "GRADER_ERROR", "GRADER_ERROR_AGAIN"})
+KINDS = ("test message", "service page", "service reason")
 _PAGE_STRING = re.compile(r'(?<![A-Za-z0-9])_\(\s*"((?:[^"\\\n]|\\.)+)"')
 _PAGE_FIELD = re.compile(r"\{[A-Za-z_]\w*\}")
 # an English word of running text: letters not part of an identifier, a call, an attribute or a
@@ -96,6 +110,7 @@ class Template:
 
     parts: tuple[tuple[str, bool], ...]  # (text, is_field)
     where: tuple[str, int]
+    kind: str = "test message"  # one of KINDS: the catalogue entry's comment
 
     @property
     def english(self) -> str:
@@ -112,6 +127,12 @@ class Template:
     def prose(self) -> bool:
         """Whether it has English words to translate (not code alone)."""
         return bool(_WORD.search(_QUOTED.sub(" ", "".join(" " if f else t for t, f in self.parts))))
+
+    def needed(self) -> bool:
+        """Whether it becomes an entry: prose, or a service reason that frames another with words of
+        its own (``{name}.ipynb: {reason}``: its Chinese punctuation)."""
+        return self.prose() or (self.kind == "service reason" and bool(self.fields)
+                                and bool(re.search(r"[A-Za-z]{2}", self.literal)))
 
 
 # --- the templates, from the code -------------------------------------------------------------------
@@ -330,9 +351,45 @@ def misconception_names(root: Path) -> list[str]:
     return [str(row["misconception"]) for rows in data.get("assignments", {}).values() for row in rows]
 
 
-def _is_page(where: str) -> bool:
-    """Whether a template is a service page's (never a pattern for test messages: ``translate``)."""
-    return where.startswith("autograder/service/")
+def reason_templates(code: str, where: str, *, returns: bool) -> list[Template]:
+    """The reasons of one file of ``REASON_SOURCES`` (its comment says which), each a whole
+    sentence whose fields hold numbers, names or another reason."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    nodes: list[tuple[ast.AST | None, int]] = []
+
+    def listed(value: ast.AST | None) -> list[ast.AST | None]:  # [x for ...], [x, y]
+        if isinstance(value, ast.ListComp):
+            return [value.elt]
+        return list(value.elts) if isinstance(value, ast.List) else []
+
+    def named(target: ast.AST) -> bool:
+        return (isinstance(target, ast.Name) and target.id in REASON_NAMES) or \
+            (isinstance(target, ast.Attribute) and target.attr == "reason")
+
+    def is_reasons(target: ast.AST) -> bool:
+        return isinstance(target, ast.Name) and target.id == "reasons"
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 1)
+        if isinstance(node, ast.Call) and _name(node.func) in REASON_CALLS:
+            index = REASON_CALLS[_name(node.func) or ""]
+            nodes.append((node.args[index] if len(node.args) > index else None, line))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "append" and is_reasons(node.func.value) and node.args:
+            nodes.append((node.args[0], line))
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(named(t) for t in targets):
+                nodes.append((node.value, line))
+            if any(is_reasons(t) for t in targets):
+                nodes += [(v, line) for v in listed(node.value)]
+        elif returns and isinstance(node, ast.Return):
+            nodes.append((node.value, line))
+    return [Template(parts, (where, line), "service reason")
+            for value, line in nodes for parts in _templates(value)]
 
 
 def page_templates(root: Path) -> list[Template]:
@@ -345,7 +402,7 @@ def page_templates(root: Path) -> list[Template]:
                 english = match.group(1).replace('\\"', '"')
                 line = text.count("\n", 0, match.start()) + 1
                 found.append(Template(tuple(split(english, _PAGE_FIELD.findall(english))),
-                                      (path.relative_to(root).as_posix(), line)))
+                                      (path.relative_to(root).as_posix(), line), "service page"))
     return found
 
 
@@ -369,9 +426,12 @@ def templates(root: Path | None = None) -> list[Template]:
         found += code_templates((root / FEEDBACK_SOURCE).read_text(encoding="utf-8"), FEEDBACK_SOURCE)
     found += [Template(((name, False),), (MISCONCEPTION_TABLE, 0)) for name in misconception_names(root)]
     found += page_templates(root)
+    for rel, returns in REASON_SOURCES.items():
+        if (root / rel).is_file():
+            found += reason_templates((root / rel).read_text(encoding="utf-8"), rel, returns=returns)
     seen: dict[str, Template] = {}
     for template in found:
-        if template.prose():
+        if template.needed():
             seen.setdefault(template.english, template)
     return list(seen.values())
 
@@ -396,8 +456,7 @@ def update(language: str, root: Path | None = None) -> tuple[Path, int, int]:
         was = by_key.get(key)
         po.append(polib.POEntry(msgctxt=key, msgid=template.english, msgstr=was.msgstr if was else "",
                                 occurrences=[(template.where[0], str(template.where[1]))],
-                                comment=("service page" if _is_page(template.where[0])
-                                         else "test message"), tcomment=was.tcomment if was else "",
+                                comment=template.kind, tcomment=was.tcomment if was else "",
                                 flags=list(was.flags) if was else []))
     for entry in old:
         if entry.msgctxt not in keys and entry.msgstr.strip():
@@ -526,7 +585,7 @@ def _table(language: str, root: str) -> tuple[_Rule, ...]:
         return ()
     pairs = [(e.msgid, e.msgstr) for e in polib.pofile(str(path))
              if e.msgstr.strip() and not e.obsolete and "fuzzy" not in e.flags
-             and not (e.occurrences and all(_is_page(where) for where, _ in e.occurrences))]
+             and e.comment != "service page"]
     return tuple(_rules(pairs))
 
 

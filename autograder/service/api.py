@@ -77,7 +77,8 @@ class ApiSubmissions(JsonHandler):
         rows = self.store.history(student, self.get_argument("assignment", None), limit=500)
         now = self.now()
         self.write_json({"submissions": [submission_view(r, self.service, self.store, now,
-                                                         staff=me.instructor) for r in rows]})
+                                                         staff=me.instructor, language=self.language)
+                                       for r in rows]})
 
     @logged_in
     async def post(self) -> None:
@@ -126,7 +127,7 @@ class ApiSubmission(JsonHandler):
         if row is None:
             return self._error(404, f"no submission {submission_id} of yours")
         self.write_json(submission_view(row, self.service, self.store, self.now(),
-                                        staff=self.me().instructor))
+                                        staff=self.me().instructor, language=self.language))
 
 
 class ApiQueue(JsonHandler):

@@ -216,7 +216,8 @@ class JsonHandler(Handler):
         self.finish(json.dumps(value))
 
     def _error(self, status: int, message: str, **extra: Any) -> None:
-        self.write_json({"error": message, **extra}, status)
+        """A JSON error, its message (a reason: ``language.reason``) in the reader's language."""
+        self.write_json({"error": language.reason(message, self.language), **extra}, status)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         error = kwargs.get("exc_info", (None, None))[1]

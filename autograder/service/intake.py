@@ -133,12 +133,18 @@ def no_grader(store: Store, assignment: str, *, queued: bool = False) -> str | N
     graders = store.graders()
     if any(grader.grades(assignment) for grader in graders):
         return None
-    then = ("it stays in the queue and is graded when one starts (the course staff see why on "
-            "their page)" if queued else
-            "nothing was submitted; try again later, or tell the course staff")
+    # one whole sentence each (a catalogue entry: autograder.i18n.messages.REASON_SOURCES)
     if any(grader.probe in (None, PROBE_OK) for grader in graders):
-        return f"no grader for {assignment} is running now (it needs a GPU; none running has one): {then}"
-    return f"no grader is running now: {then}"
+        if queued:
+            return (f"no grader for {assignment} is running now (it needs a GPU; none running has "
+                    "one): it stays in the queue and is graded when one starts (the course staff "
+                    "see why on their page)")
+        return (f"no grader for {assignment} is running now (it needs a GPU; none running has "
+                "one): nothing was submitted; try again later, or tell the course staff")
+    if queued:
+        return ("no grader is running now: it stays in the queue and is graded when one starts "
+                "(the course staff see why on their page)")
+    return "no grader is running now: nothing was submitted; try again later, or tell the course staff"
 
 
 def too_large(name: str, size: int, cap: int) -> str:

@@ -10,6 +10,7 @@ English, or the course's zh-TW edition for ``zh-TW``, ``zh-Hant``, ``zh-HK``, ``
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -95,3 +96,37 @@ def shown_time(when: datetime | None, language: str) -> str | None:
     if language == CHINESE:
         return f"{when.year} 年 {when.month} 月 {when.day} 日 {when:%H:%M} (UTC)"
     return f"{when.day} {when:%b %Y, %H:%M} UTC"
+
+
+REASONS_JOINED = "; "  # how the worker stores a submission's several reasons (worker.py)
+_JOINED_SHOWN = {CHINESE: "；"}
+# a time as ``policy.human_time`` writes it into a reason ("15 Oct 2026, 23:59 UTC")
+_ENGLISH_TIME = re.compile(r"\b(\d{1,2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}), "
+                           r"(\d{2}):(\d{2}) UTC\b")
+
+
+def reason(text: str | None, language: str | None) -> str | None:
+    """A reason the service stored or made in English (a refused upload, why a submission waits or
+    was not graded, a notice beside its grade) in ``language``: matched against the reason templates
+    of ``messages.po`` by ``autograder.i18n.messages.translate`` (``REASON_SOURCES``); as it is where
+    none matches. Several reasons stored as one (joined by ``"; "``, though a reason may hold one
+    too) are cut where that leaves the fewest English words, each part translated whole; a time
+    in it is written as ``shown_time`` writes it."""
+    if not text or language in (None, ENGLISH) or language not in LANGUAGES:
+        return text
+    from autograder.i18n.messages import _english_words, translate
+
+    pieces = text.split(REASONS_JOINED)
+    # best[i]: (English words left, parts) for the first i pieces
+    best: list[tuple[int, list[str]]] = [(0, [])]
+    for end in range(1, len(pieces) + 1):
+        options = []
+        for start in range(end):
+            shown = translate(REASONS_JOINED.join(pieces[start:end]), language)
+            words, parts = best[start]
+            options.append((words + _english_words(shown), len(parts) + 1, parts + [shown]))
+        words, _, parts = min(options, key=lambda option: option[:2])
+        best.append((words, parts))
+    joined = _JOINED_SHOWN.get(language, REASONS_JOINED).join(best[-1][1])
+    return _ENGLISH_TIME.sub(lambda m: shown_time(datetime.strptime(m.group(0), "%d %b %Y, %H:%M UTC"),
+                                                  language) or m.group(0), joined)

@@ -8,6 +8,7 @@ import io
 
 from tornado import web
 
+from autograder.service import language
 from autograder.service.handlers import (
     COOKIE,
     Handler,
@@ -33,7 +34,7 @@ class IndexPage(Handler):
         self.page("index.html", status, error=error,
                   assignments=assignment_views(self.service, self.store, me.name, now, self.shown),
                   history=[submission_view(r, self.service, self.store, now, staff=me.instructor,
-                                           shown=self.shown) for r in rows],
+                                           shown=self.shown, language=self.language) for r in rows],
                   max_mb=self.service.max_upload_bytes / 2**20)
 
     @logged_in
@@ -47,7 +48,7 @@ class IndexPage(Handler):
                 self, student=me.name, filename=uploads[0]["filename"], content=uploads[0]["body"],
                 assignment=self.get_argument("assignment", None) or None)
         except Refused as refused:
-            return self._show(refused.status, refused.message)
+            return self._show(refused.status, language.reason(refused.message, self.language))
         self.redirect(self.url(f"submissions/{accepted.id}"), status=303)
 
 
@@ -61,7 +62,8 @@ class SubmissionPage(Handler):
                                          id=submission_id))
         self.page("submission.html",
                   submission=submission_view(row, self.service, self.store, self.now(),
-                                             staff=self.me().instructor, shown=self.shown))
+                                             staff=self.me().instructor, shown=self.shown,
+                                             language=self.language))
 
 
 class InstructorPage(Handler):

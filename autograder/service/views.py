@@ -30,7 +30,10 @@ def poll_after_s(position: int | None, pace_s: float | None = None) -> float:
     return round(min(30.0, max(1.0, wait)), 1)
 
 
+# a reason is one whole sentence (a catalogue entry: autograder.i18n.messages.REASON_SOURCES)
 GRADER_ERROR = "grader error: the course staff have been told (not your notebook's fault)"
+GRADER_ERROR_AGAIN = ("grader error: the course staff have been told (not your notebook's "
+                      "fault); it is being graded again")
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:,;()]+/)+[^\s'\"/:,;()]*")
 
 
@@ -42,18 +45,31 @@ def redact_paths(text: str) -> str:
 def student_reason(row: SubmissionRow) -> str | None:
     """The reason a student is shown: their notebook's own (no server path in it), or for a fault
     of the grader only that it was one (the detail is the staff's, on their page and in the log)."""
-    if row.state == "error" or (row.state == "queued" and row.reason):
-        return GRADER_ERROR + ("; it is being graded again" if row.state == "queued" else "")
+    if row.state == "queued" and row.reason:
+        return GRADER_ERROR_AGAIN
+    if row.state == "error":
+        return GRADER_ERROR
     return redact_paths(row.reason) if row.reason else None
+
+
+def shown_reason(text: str | None, language: str | None) -> str | None:
+    """A stored reason (English) in the reader's language (``autograder.service.language.reason``)."""
+    from autograder.service.language import reason
+
+    return reason(text, language) if text and language else text
 
 
 def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
                     now: datetime, *, staff: bool = False,
-                    shown: Callable[[datetime | None], str | None] = human_time) -> dict[str, Any]:
+                    shown: Callable[[datetime | None], str | None] = human_time,
+                    language: str | None = None) -> dict[str, Any]:
     """What a student may see of one submission now (the policy's feedback level decides, by
     when it is read and when it was received: ``Policy.feedback_level``);
     ``staff``: every test whatever the level (the student's level as ``student_feedback_level``),
-    and the grader's own words about a fault."""
+    and the grader's own words about a fault; ``language``: the reader's (``?lang=``, the cookie,
+    ``Accept-Language``), in which a student reads the reasons and notices (staff read them as
+    stored, in English)."""
+    said = (lambda text: text) if staff else (lambda text: shown_reason(text, language))
     view: dict[str, Any] = {
         "id": row.id, "assignment": row.assignment, "notebook": row.notebook,
         "student": row.student, "received_at": iso(row.received_at),
@@ -63,13 +79,13 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
         view["position"] = store.position(row)
         waiting = no_grader(store, row.assignment, queued=True)
         if waiting is not None:  # parked, visibly: the page and `submit` say why, not "0 ahead"
-            view["waiting"] = waiting
+            view["waiting"] = said(waiting)
     if row.state in ("queued", "running"):
         view["poll_after_s"] = poll_after_s(view.get("position"),
                                              store.pace_s() if view.get("position") else None)
     if row.state in ("failed", "error") or (row.state == "queued" and row.reason):
         # "error": the grader's; queued with a reason: being retried
-        view["reason"] = row.reason if staff else student_reason(row)
+        view["reason"] = row.reason if staff else said(student_reason(row))
     if row.state == "done":
         level = settings.policy(row.assignment).feedback_level(now, row.received_at)
         if staff:  # the staff see every test; what the student sees is said beside it
@@ -82,7 +98,7 @@ def submission_view(row: SubmissionRow, settings: ServiceSettings, store: Store,
                 datetime.max, row.received_at) != "none"
         if level == "tests" and row.feedback:
             feedback = json.loads(row.feedback)
-            view["tests"], view["notices"] = feedback["tests"], feedback["notices"]
+            view["tests"], view["notices"] = feedback["tests"], [said(n) for n in feedback["notices"]]
     return view
 
 
