@@ -192,6 +192,7 @@ def summary_lines(status: dict[str, Any], language: str | None = None) -> list[s
     else:
         lines.append(_("graded; the course shows scores later", language) if status.get("score_later")
                      else _("graded; the course does not show the score of this submission", language))
+    lines += [f"  {notice}" for notice in status.get("notices", [])]  # late, a limit, no GPU...
     for test in status.get("tests", []):
         mark = _("passed", language) if test["passed"] else _("FAILED", language)
         lines.append(f"  {mark:6} {test['name']} ({test['points']:g}/{test['max_points']:g})")
