@@ -72,15 +72,16 @@ SERVICE_PAGES = ("autograder/service/handlers.py", "autograder/service/pages.py"
 # the reasons a student reads in the service (a refused upload, why a submission waits or was not
 # graded, the notices beside a grade): stored and logged in English, shown in the reader's language
 # (``autograder.service.language.reason``, through ``translate``). Read from each file: the message
-# of ``Refused(status, msg)``, ``GraderFault(msg)``, ``_error(status, msg)``, ``_kill(ename, msg)``,
-# ``CellTimeoutError(msg)``; what is assigned to ``why``, ``then``, ``reason``, ``evalue``, ``GRADER_ERROR...`` or an
-# attribute ``.reason``; what is appended or added to ``reasons``; with True, what a function returns
+# of ``Refused(status, msg)``, ``GraderFault(msg)``, ``_error(status, msg)``, ``_kill(ename, msg)``;
+# what is assigned to ``why``, ``then``, ``reason``, ``evalue``, ``GRADER_ERROR``/``GRADER_ERROR_AGAIN``
+# or an attribute ``.reason``; what is appended or added to ``reasons``; with True, what a function
+# returns
 REASON_SOURCES = {"autograder/service/intake.py": True, "autograder/service/views.py": True,
                   "autograder/service/handlers.py": True, "autograder/service/policy.py": False,
                   "autograder/service/api.py": False, "autograder/grading/record.py": True,
                   "autograder/grading/execute/forkserver.py": False,
                   "autograder/sandbox/inside/shell.py": False}
-REASON_CALLS = {"Refused": 1, "GraderFault": 0, "_error": 1, "_kill": 1, "CellTimeoutError": 0}
+REASON_CALLS = {"Refused": 1, "GraderFault": 0, "_error": 1, "_kill": 1}
 REASON_NAMES = frozenset({"why", "then", "reason", "evalue", "GRADER_ERROR", "GRADER_ERROR_AGAIN"})
 KINDS = ("test message", "service page", "service reason")
 _PAGE_STRING = re.compile(r'(?<![A-Za-z0-9])_\(\s*"((?:[^"\\\n]|\\.)+)"')
