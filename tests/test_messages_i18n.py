@@ -340,7 +340,7 @@ def test_english_a_visible_message_shows_in_a_field_has_an_entry(tmp_path):
 @pytest.mark.parametrize(("english", "chinese"), [
     ("get_batch reads only what it needs: get_batch(a 10**12-token memmap, 7, 62, 'cpu'): x should be "
      "int64 (what embedding layers and cross_entropy expect), got torch.int32 [seed 7]",
-     "get_batch 只讀取需要的部分：get_batch(一個 10**12 個詞元的 memmap, 7, 62, 'cpu')：x 應該是 int64"
+     "get_batch 只讀取需要的部分：get_batch(含 10**12 個詞元的 memmap, 7, 62, 'cpu')：x 應該是 int64"
      "（嵌入層與 cross_entropy 要求的型別），實際得到 torch.int32〔種子 7〕"),
     ("split_heads: split_heads on a 2-D x should raise jaxtyping's TypeCheckError (keep "
      "@jaxtyped(typechecker=beartype) and the annotations), but it returned a result [seed 1]",

@@ -211,7 +211,7 @@ def test_submit_prints_the_reasons_in_chinese_for_a_zh_tw_student(course, store,
     printed = client.summary_lines(seen[late], client.CHINESE) + \
         client.summary_lines(seen[errored], client.CHINESE)
     assert printed == ["分數：8/10", "  遲交 2.0 小時：不扣分", f"  {language.reason(TIMED_OUT, 'zh_TW')}",
-                       "評分程式錯誤：已通知課程助教（不是你的 notebook 的問題）（不計入你的繳交次數）"]
+                       "評分程式錯誤：已通知課程助教（不是你的 notebook 的問題）；這次不計入你的繳交次數"]
     assert [line for line in printed + [str(refused.value)] if english_sentences(line)] == []
     failed = client.summary_lines({"state": "failed", "reason": language.reason(TIMED_OUT, "zh_TW")},
                                   client.CHINESE)

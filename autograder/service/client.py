@@ -47,7 +47,7 @@ ZH_TW = {
     "#{id} was not graded within {seconds} s; see {page} later":
         "#{id} 在 {seconds} 秒內沒有評分完成；請稍後再開啟 {page}",
     "not graded: {reason}": "未評分：{reason}",
-    "{reason} (not counted against you)": "{reason}（不計入你的繳交次數）",
+    "{reason} (not counted against you)": "{reason}；這次不計入你的繳交次數",
     "grader error": "評分程式錯誤",
     "not graded yet: {reason}": "尚未評分：{reason}",
     "not graded yet ({state})": "尚未評分（{state}）",
