@@ -63,17 +63,17 @@ def file_name_problem(filename: str) -> str | None:
     character or NUL, no path (a browser sends the file's name alone), valid Unicode, at most
     ``MAX_NAME_BYTES`` bytes."""
     shown = ascii(filename[:80]) + ("…" if len(filename) > 80 else "")
-    expected = "send the notebook's own file name, e.g. 01_strides.ipynb"
+    then = "send the notebook's own file name, e.g. 01_strides.ipynb"
     try:
         size = len(filename.encode("utf-8"))
     except UnicodeEncodeError:
-        return f"the file name {shown} is not valid Unicode: {expected}"
+        return f"the file name {shown} is not valid Unicode: {then}"
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in filename):
-        return f"the file name {shown} holds control characters (a NUL, a newline…): {expected}"
+        return f"the file name {shown} holds control characters (a NUL, a newline…): {then}"
     if "/" in filename or "\\" in filename:
-        return f"the file name {shown} is a path, not a file name: {expected}"
+        return f"the file name {shown} is a path, not a file name: {then}"
     if size > MAX_NAME_BYTES:
-        return f"the file name is {size} bytes long, over {MAX_NAME_BYTES}: {expected}"
+        return f"the file name is {size} bytes long, over {MAX_NAME_BYTES}: {then}"
     return None
 
 
