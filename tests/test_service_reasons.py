@@ -9,6 +9,7 @@ the staff read the grader's own words. The reasons are whole-sentence entries of
 from __future__ import annotations
 
 import re
+import signal
 from datetime import datetime
 
 import httpx
@@ -16,6 +17,7 @@ import polib
 import pytest
 from service_course import make_course, right_notebook, web_app
 
+from autograder.grading.execute.forkserver import _death_reason
 from autograder.grading.record import NEEDS_REVIEW, late_notice, not_run_problem
 from autograder.i18n import messages
 from autograder.machine_limits import NOT_RUN_REASON
@@ -111,6 +113,12 @@ def test_the_reasons_are_whole_sentence_entries_of_the_catalogue():
      "01_strides.ipynb：未繳交（0 分）；遲交 2.0 小時：不扣分"),
     ("01_strides was due at 15 Oct 2026, 23:59 UTC and late submissions are not accepted; nothing "
      "was submitted", "01_strides 已於 2026 年 10 月 15 日 23:59 (UTC) 截止，且不接受遲交；這次沒有繳交任何檔案"),
+    # the forkserver's death reasons, whole sentences per case (before: "… {what} {where}" glued)
+    (_death_reason(-signal.SIGKILL, 4), "評分行程在執行第 4 個儲存格時被 SIGKILL 終止（通常是系統記憶體不足）"),
+    (_death_reason(-signal.SIGSEGV, None), "評分行程在兩個儲存格之間被 SIGSEGV 終止"),
+    (_death_reason(3, 2), "評分行程在執行第 2 個儲存格時結束，結束狀態為 3"),
+    ("the file name 'a/b.ipynb' is a path, not a file name: send the notebook's own file name, e.g. "
+     "01_strides.ipynb", "檔名 'a/b.ipynb' 是路徑，不是檔名：請傳送 notebook 本身的檔名，例如 01_strides.ipynb"),
 ])
 def test_a_stored_reason_reads_in_chinese_and_stays_english_for_english(stored, chinese):
     assert language.reason(stored, "zh_TW") == chinese

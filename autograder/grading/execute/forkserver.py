@@ -243,13 +243,18 @@ class RunningNotebook:
                 self.reason = _death_reason(process.exitcode, self.running_cell)
                 if self.memory is not None and self.memory.oom_kills():
                     limit = (self.limits.checker_memory_bytes or 0) / 2**30
-                    where = f"cell {self.running_cell}" if self.running_cell is not None \
-                        else "between cells"
+                    cell = self.running_cell
                     self.failed_ename = Failure.MEMORY
-                    self.reason = (f"the checker passed its memory limit of {limit:.2f} GiB "
-                                   f"(twice --memory-limit, plus its own footprint) in {where}, "
-                                   "holding or writing what the notebook's values asked for; the "
-                                   "grading process was killed")
+                    # whole sentences (a zh-TW student reads each as one catalogue entry)
+                    self.reason = (
+                        f"the checker passed its memory limit of {limit:.2f} GiB (twice "
+                        f"--memory-limit, plus its own footprint) in cell {cell}, holding or "
+                        "writing what the notebook's values asked for; the grading process was "
+                        "killed" if cell is not None else
+                        f"the checker passed its memory limit of {limit:.2f} GiB (twice "
+                        "--memory-limit, plus its own footprint) between cells, holding or "
+                        "writing what the notebook's values asked for; the grading process was "
+                        "killed")
             return
         if self.running_cell is not None and self.cpu_usage is not None:
             self.cpu_usage()  # a thread that ends before the cell does still counts
@@ -325,18 +330,34 @@ class RunningNotebook:
 
 
 def _death_reason(exitcode: int, running_cell: int | None) -> str:
-    where = f"while running cell {running_cell}" if running_cell is not None else "between cells"
+    """Why the grading process ended, one whole sentence per case (each a catalogue entry)."""
+    cell = running_cell
+    if exitcode == -signal.SIGKILL:
+        reason = (f"the grading process was killed by SIGKILL (often the system running out of "
+                  f"memory) while running cell {cell}" if cell is not None else
+                  "the grading process was killed by SIGKILL (often the system running out of "
+                  "memory) between cells")
+    elif exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        reason = (f"the grading process was killed by {name} while running cell {cell}"
+                  if cell is not None else f"the grading process was killed by {name} between cells")
+    else:
+        reason = (f"the grading process exited with code {exitcode} while running cell {cell}"
+                  if cell is not None else
+                  f"the grading process exited with code {exitcode} between cells")
+    return reason
     if exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        what = f"was killed by {name}"
-        if -exitcode == signal.SIGKILL:
-            what += " (often the system running out of memory)"
-    else:
-        what = f"exited with code {exitcode}"
-    return f"the grading process {what} {where}"
+        return (f"the grading process was killed by {name} while running cell {cell}"
+                if cell is not None else f"the grading process was killed by {name} between cells")
+    return (f"the grading process exited with code {exitcode} while running cell {cell}"
+            if cell is not None else f"the grading process exited with code {exitcode} between cells")
 
 
 def wait_any(running: list[RunningNotebook], timeout: float,
