@@ -148,31 +148,40 @@ def test_every_process_of_a_sandbox_is_in_its_cpu_cgroup_with_the_sandboxes_weig
 
 
 BUSY_S = 3.0
-# 20 processes, each in a session of its own (setsid: an autogroup each), busy for BUSY_S seconds;
-# prints the CPU seconds they used in all
-MANY_SESSIONS = f"""
+START_AFTER_S = 8.0  # both notebooks are launched and waiting well before the busy window opens
+# 20 processes, each in a session of its own (setsid: an autogroup each), busy from START (the wall
+# clock both sandboxes share) for BUSY_S seconds; prints the CPU seconds they used in all, and
+# whether the notebook began after START (then the two did not compete for the whole window)
+MANY_SESSIONS = """
 import os, time
-end = time.monotonic() + {BUSY_S}
+start = {start!r}
+late = time.time() > start
 children = []
 for _ in range(20):
     pid = os.fork()
     if pid == 0:
         os.setsid()
-        while time.monotonic() < end:
+        while time.time() < start:
+            time.sleep(0.005)
+        while time.time() < start + {busy!r}:
             pass
         os._exit(0)
     children.append(pid)
 for pid in children:
     os.waitpid(pid, 0)
 times = os.times()
-print(times.children_user + times.children_system)
+print(times.children_user + times.children_system, late)
 """
-HONEST = f"""
+HONEST = """
 import time
-end = time.monotonic() + {BUSY_S}
-while time.monotonic() < end:
+start = {start!r}
+late = time.time() > start
+while time.time() < start:
+    time.sleep(0.005)
+before = time.process_time()
+while time.time() < start + {busy!r}:
     pass
-print(time.process_time())
+print(time.process_time() - before, late)
 """
 
 
@@ -180,8 +189,10 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
                                                                                    sandbox):
     """Two sandboxes side by side: 20 busy processes in 20 sessions, and one honest busy loop.
     Each sandbox gets the same weight, so the honest one gets about half of the CPU the two use
-    (without a cgroup per sandbox: about 1/21, each session an autogroup). The share is measured
-    between the two, so other load on the machine slows both alike."""
+    (without a cgroup per sandbox: about 1/21, each session an autogroup). Both are busy in the same
+    window of the wall clock, opened once both have started (before: under load the second could
+    start after the first had finished, and each had the machine to itself), and the share is
+    measured between the two, so other load on the machine slows both alike."""
     from autograder.sandbox.cgroups import cpu_cgroup_root
 
     if os.geteuid() != 0 or cpu_cgroup_root() is None or (os.cpu_count() or 1) > 8:
@@ -193,7 +204,9 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
         limits = ExecutionLimits(memory_limit_gb=None, student_address_space_bytes=None,
                                  student_rss_bytes=None, checker_rss_bytes=None, threads=1)
         runs = []
+        start = time.time() + START_AFTER_S
         for box, code, folder in ((sandbox, MANY_SESSIONS, "many"), (other, HONEST, "honest")):
+            code = code.format(start=start, busy=BUSY_S)
             program = NotebookProgram(cells=[(0, code, [], STUDENT)], timeout=60)
             (tmp_path / folder).mkdir()
             run = RunningNotebook(key=folder, program=program, limits=limits,
@@ -210,7 +223,9 @@ def test_a_notebooks_processes_in_many_sessions_get_one_sandboxes_share_of_the_c
         for run in runs:
             run.close()
             assert run.reason is None, run.reason
-            seconds.append(float("".join(o.get("text", "") for o in run.outputs[0][0])))
+            used, late = "".join(o.get("text", "") for o in run.outputs[0][0]).split()
+            assert late == "False", f"{run.key} began after the busy window opened"
+            seconds.append(float(used))
         many, honest = seconds
         assert honest >= 0.35 * (many + honest), (many, honest)
     finally:
