@@ -24,6 +24,7 @@ import jupytext
 import nbformat
 import polib
 import pytest
+from site_extensions import extension
 
 from autograder.course.source import ASSIGNMENTS, EDITION_TAGS, release_path, source_path
 from autograder.i18n import LANGUAGES, LOCALES_DIR
@@ -440,12 +441,7 @@ def test_figure_texts_come_from_the_code_cells(tmp_path):
 
 
 def _figure_i18n():
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        import figure_i18n
-    finally:
-        sys.path.pop(0)
-    return figure_i18n
+    return extension("figure_i18n")
 
 
 def test_figure_translator_fills_fields():

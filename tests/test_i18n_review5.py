@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polib
 import pytest
+from site_extensions import extension
 
 from autograder.i18n.checks import (
     check_catalogues,
@@ -235,14 +236,7 @@ def _capture() -> bytes:
 
 
 def _figure_i18n():
-    import sys
-
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        import figure_i18n
-    finally:
-        sys.path.remove(str(ROOT / "_ext"))
-    return figure_i18n
+    return extension("figure_i18n")
 
 
 def test_a_figure_that_keeps_english_says_so():

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from site_extensions import extension
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -51,11 +51,7 @@ def test_the_search_list_is_long_and_has_the_review_words():
 
 def _splitter(tmp_path: Path, words: list[str]):
     pytest.importorskip("jieba")
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        from language_switch import search_language
-    finally:
-        sys.path.remove(str(ROOT / "_ext"))
+    search_language = extension("language_switch").search_language
     dictionary = tmp_path / "search-dictionary.txt"
     dictionary.write_text("".join(f"{w}\n" for w in words), encoding="utf-8")
     language = search_language()({"dict": str(dictionary)})

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from site_extensions import extension
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_TW"
@@ -29,12 +29,7 @@ HARD_CODED_ENGLISH = ('title="Toggle primary sidebar"', 'title="Toggle secondary
 
 
 def _extension():
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        import language_switch
-    finally:
-        sys.path.remove(str(ROOT / "_ext"))
-    return language_switch
+    return extension("language_switch")
 
 
 def _pages(html: Path) -> dict[str, str]:

@@ -10,18 +10,16 @@ raw socket, since an HTTP client will not send them."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 import socket
-import threading
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 import pytest
-from service_course import make_course
+from service_course import make_course, web_app
 
 from autograder.course.nbgrader import load_course
 from autograder.service.settings import ServiceSettings
@@ -49,38 +47,16 @@ class _Records(logging.Handler):
 @pytest.fixture(scope="module")
 def app(course, tmp_path_factory):
     """The web application on a free port, clock frozen at T0; yields (url, store, log records)."""
-    from tornado.httpserver import HTTPServer
-    from tornado.netutil import bind_sockets
-
-    from autograder.service.web import make_app
-
     settings = ServiceSettings.of(load_course(course))
     settings = dataclasses.replace(settings, instructors=["prof"], _cache=None)
     store = Store(f"sqlite:///{tmp_path_factory.mktemp('hostile-db') / 'service.db'}")
     records = _Records()
     root = logging.getLogger()
     root.addHandler(records)
-    sockets = bind_sockets(0, "127.0.0.1")
-    port = sockets[0].getsockname()[1]
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        server = HTTPServer(make_app(store=store, settings=settings, hub=False, clock=lambda: T0),
-                            max_header_size=64 * 1024)
-        server.add_sockets(sockets)
-        loop.call_soon(started.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    started.wait(10)
     try:
-        yield f"http://127.0.0.1:{port}/", store, records
+        with web_app(settings, store, lambda: T0, max_header_size=64 * 1024) as url:
+            yield url, store, records
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
         root.removeHandler(records)
 
 

@@ -202,9 +202,10 @@ def wait_graded(http: httpx.Client, job_id: int, timeout: float = 180.0) -> dict
 
 
 @contextlib.contextmanager
-def web_app(settings: ServiceSettings, store: Store, clock: Callable[[], datetime]
-            ) -> Iterator[str]:
-    """The real web application on 127.0.0.1 in a thread, its clock ``clock``; yields its URL."""
+def web_app(settings: ServiceSettings, store: Store, clock: Callable[[], datetime],
+            max_header_size: int | None = None) -> Iterator[str]:
+    """The real web application on 127.0.0.1 in a thread, its clock ``clock`` (and tornado's
+    ``max_header_size``, when given); yields its URL."""
     import asyncio
     import threading
 
@@ -219,8 +220,8 @@ def web_app(settings: ServiceSettings, store: Store, clock: Callable[[], datetim
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        HTTPServer(make_app(store=store, settings=settings, hub=False, clock=clock)
-                   ).add_sockets(sockets)
+        HTTPServer(make_app(store=store, settings=settings, hub=False, clock=clock),
+                   max_header_size=max_header_size).add_sockets(sockets)
         loop.call_soon(started.set)
         loop.run_forever()
 
